@@ -1,0 +1,44 @@
+"""hitl-gateway engine: durable agent turns that park on people. Platform-free."""
+
+from .agent import Agent, Approval, Tool, ToolContext, tool
+from .errors import EngineError, InvalidInput, NotFound, RequestClosed
+from .llm import ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
+from .policies import (
+    ApprovalContext,
+    ApprovalPolicy,
+    ResponseContext,
+    ResponseInfo,
+    always,
+    auto,
+    never,
+    once,
+    requester_only,
+)
+from .protocol import InputResponse, Principal
+
+__all__ = [
+    "Agent",
+    "Approval",
+    "ApprovalContext",
+    "ApprovalPolicy",
+    "EngineError",
+    "InputResponse",
+    "InvalidInput",
+    "ModelReply",
+    "NotFound",
+    "OpenAIChatModel",
+    "Principal",
+    "RequestClosed",
+    "ResponseContext",
+    "ResponseInfo",
+    "ScriptedModel",
+    "Tool",
+    "ToolCallRequest",
+    "ToolContext",
+    "always",
+    "auto",
+    "never",
+    "once",
+    "requester_only",
+    "tool",
+]

@@ -1,0 +1,140 @@
+"""The agent definition API: `Agent`, `@tool`, `ToolContext`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from .errors import ToolDefinitionError
+from .llm import ChatModel
+from .policies import ApprovalPolicy, ResponsePolicy, never
+from .protocol import Principal
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Who approved the call being run, and the note they gave."""
+
+    request_id: str
+    responder: Principal
+    note: str | None = None
+
+
+@dataclass
+class ToolContext:
+    """What a running tool knows: where it runs, for whom (`requester`) and who approved it."""
+
+    session_id: str
+    turn_id: str
+    call_id: str
+    requester: Principal | None
+    approval: Approval | None
+    idempotency_key: str
+    previous_attempt_may_have_run: bool = False
+
+
+class Tool:
+    """A function the model may call, with its input schema and its approval policy."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        approval: Any = None,
+        approval_key: str | None = None,
+        idempotent: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.title = title or self.name.replace("_", " ")
+        self.description = description or inspect.getdoc(fn) or self.title
+        self.approval_key = approval_key or self.name
+        self.idempotent = idempotent
+        if isinstance(approval, ApprovalPolicy):
+            self.request_policy: Callable[..., Any] = approval.request
+            self.response_policy: ResponsePolicy | None = approval.response
+        else:
+            self.request_policy = approval if approval is not None else never()
+            self.response_policy = None
+        self.needs_approval = not isinstance(self.request_policy, never)
+        self.takes_context, self.input_model = _input_model(fn, self.name)
+
+    def spec(self) -> dict[str, Any]:
+        """The function description the model sees (OpenAI `tools[].function`)."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": schema}
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Check the model's input against the signature; raises ValueError with a readable message."""
+        try:
+            return self.input_model.model_validate(data).model_dump()
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"invalid input for {self.name}: {problems}") from exc
+
+    def invoke(self, ctx: ToolContext, data: dict[str, Any]) -> Any:
+        kwargs = self.validate(data)
+        result = self.fn(ctx, **kwargs) if self.takes_context else self.fn(**kwargs)
+        if inspect.isawaitable(result):
+            import asyncio
+
+            return asyncio.run(_awaited(result))
+        return result
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _input_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:
+    hints = get_type_hints(fn)
+    params = list(inspect.signature(fn).parameters.values())
+    takes_context = bool(params) and (
+        hints.get(params[0].name) is ToolContext or params[0].name in ("ctx", "context")
+    )
+    fields: dict[str, Any] = {}
+    for param in params[1:] if takes_context else params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {name}: *args and **kwargs cannot be described to a model")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    return takes_context, create_model(f"{name}_input", **fields)
+
+
+def tool(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Declare a tool: `@tool` or `@tool(approval=always(), idempotent=True, ...)`."""
+    if fn is not None:
+        return Tool(fn, **options)
+    return lambda f: Tool(f, **options)
+
+
+class Agent:
+    """A named model with instructions and tools. `response_policy` applies to requests whose tool sets none."""
+
+    def __init__(
+        self,
+        name: str,
+        instructions: str,
+        model: ChatModel,
+        tools: list[Tool] | None = None,
+        *,
+        response_policy: ResponsePolicy | None = None,
+    ) -> None:
+        self.name = name
+        self.instructions = instructions
+        self.model = model
+        self.tools = {t.name: t for t in tools or []}
+        if len(self.tools) != len(tools or []):
+            raise ToolDefinitionError(f"agent {name}: two tools share a name")
+        self.response_policy = response_policy
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return [t.spec() for t in self.tools.values()]

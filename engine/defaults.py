@@ -1,0 +1,20 @@
+"""Engine constants, flat and boring."""
+
+LEASE_SECONDS = 30
+"""How long a runner owns a turn without renewing its lease."""
+
+SWEEP_OUTBOX_AFTER_SECONDS = 5
+"""An outbox row this old and not yet enqueued is pushed again by sweep()."""
+
+SWEEP_QUEUED_TURN_AFTER_SECONDS = 30
+"""A queued turn untouched for this long is enqueued again by sweep()."""
+
+RESPONSE_POLICY_TIMEOUT_SECONDS = 10.0
+"""An async response policy slower than this leaves its candidate `timed-out`."""
+
+INLINE_WORKERS = 4
+"""Threads of the in-process executor."""
+
+QUEUE_NAME = "hitl"
+
+APP_PRINCIPAL_ID = "app"

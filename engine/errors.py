@@ -1,0 +1,42 @@
+"""Errors the engine raises; the gateway maps them to HTTP statuses at the edge."""
+
+
+class EngineError(Exception):
+    """Base of every engine error. `code` is the stable machine-readable name."""
+
+    code = "engine_error"
+
+    def __init__(self, message: str, details: dict | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class NotFound(EngineError):
+    code = "not_found"
+
+
+class InvalidInput(EngineError):
+    """The input is well-formed JSON but names something that does not fit (an unknown option...)."""
+
+    code = "invalid_input"
+
+
+class RequestClosed(EngineError):
+    """The request was already settled: nothing changes, ever."""
+
+    code = "request_closed"
+
+
+class ResponseRefused(EngineError):
+    """The response policy refused this responder; the request stays open."""
+
+    code = "response_refused"
+
+
+class Conflict(EngineError):
+    code = "conflict"
+
+
+class ToolDefinitionError(EngineError):
+    code = "tool_definition"

@@ -1,0 +1,70 @@
+"""Executors: the same jobs run in-process (embedded default) or on RQ workers (REDIS_URL set)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from . import defaults
+from .jobs import IMPLEMENTATIONS
+from .runtime import ExecutorUnavailable, Runtime
+
+log = logging.getLogger(__name__)
+
+
+class InlineExecutor:
+    """A small thread pool inside the web process. `join()` waits until no job is left (tests, shutdown)."""
+
+    def __init__(self, workers: int = defaults.INLINE_WORKERS) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hitl-job")
+        self._pending = 0
+        self._idle = threading.Condition()
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+        with self._idle:
+            self._pending += 1
+        self._pool.submit(self._run, runtime, job, args, job_id)
+
+    def _run(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+        try:
+            IMPLEMENTATIONS[job](runtime, *args)
+        except Exception:
+            log.exception("job %s failed", job_id)
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+    def join(self, timeout: float = 30.0) -> bool:
+        """Wait until every submitted job (and every job those submitted) has finished."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class RQExecutor:
+    """Pushes jobs to an RQ queue; `hitl worker` runs them. Job ids use only [A-Za-z0-9_-]."""
+
+    def __init__(self, redis_url: str, queue_name: str = defaults.QUEUE_NAME) -> None:
+        from redis import Redis
+        from rq import Queue
+
+        self.redis = Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=5)
+        self.queue = Queue(queue_name, connection=self.redis)
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+        """Enqueue by name; the worker's own runtime (engine.runtime.current()) runs it."""
+        from redis.exceptions import RedisError
+        from rq import Retry
+
+        try:
+            self.queue.enqueue_call(
+                f"engine.jobs.{job}", args=tuple(args), job_id=job_id, result_ttl=0, failure_ttl=7 * 24 * 3600,
+                retry=Retry(max=3, interval=[1, 5, 30]),
+            )
+        except RedisError as exc:
+            raise ExecutorUnavailable(str(exc)) from exc

@@ -1,0 +1,78 @@
+"""Language models: the deterministic ScriptedModel and any OpenAI-compatible chat-completions endpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import requests
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One call the model asks for. `id` is the model's own call id when it gives one."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str | None = None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+
+
+class ChatModel(Protocol):
+    """What the runner needs from a model: the transcript in OpenAI chat format in, one reply out."""
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply: ...
+
+
+class ScriptedModel:
+    """A model whose replies come from a function of the transcript: the deterministic model for tests and demos."""
+
+    def __init__(self, fn: Callable[[list[dict[str, Any]]], ModelReply]) -> None:
+        self.fn = fn
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        return self.fn(messages)
+
+
+class ModelError(Exception):
+    """The model endpoint failed or answered something that is not a chat completion."""
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, Azure-style proxies, vLLM, Ollama...)."""
+
+    def __init__(self, base_url: str, api_key: str | None, model: str, *, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.model = model
+        self.timeout = timeout
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            body["tools"] = [{"type": "function", "function": spec} for spec in tools]
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            response = requests.post(
+                f"{self.base_url}/chat/completions", json=body, headers=headers, timeout=self.timeout
+            )
+            response.raise_for_status()
+            message = response.json()["choices"][0]["message"]
+            calls = [
+                ToolCallRequest(
+                    name=call["function"]["name"],
+                    input=json.loads(call["function"].get("arguments") or "{}"),
+                    id=call.get("id"),
+                )
+                for call in message.get("tool_calls") or []
+            ]
+        except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ModelError(f"chat completion failed: {exc}") from exc
+        return ModelReply(text=message.get("content"), tool_calls=calls)

@@ -1,0 +1,176 @@
+"""Request policies (does this call need a person?) and response policies (may this person settle it?)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .llm import ChatModel
+from .protocol import InputRequestOut, Principal
+
+log = logging.getLogger(__name__)
+
+Decision = Literal["not-applicable", "user-approval", "approved", "denied"]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    agent: str
+    channel: str
+    address: str
+    initiator: Principal | None
+
+
+@dataclass(frozen=True)
+class ApprovalContext:
+    """What a request policy sees about one proposed call."""
+
+    session: SessionInfo
+    tool_name: str
+    tool_input: dict[str, Any]
+    approved_keys: frozenset[str]
+    call_id: str
+    approval_key: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    reason: str | None = None
+
+
+def call_policy(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync or async policy callable and return its value."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        return asyncio.run(_awaited(result))
+    return result
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def to_verdict(status: Any) -> Verdict:
+    """Every status form of DESIGN.md rule 1, normalised."""
+    if status is True:
+        return Verdict("user-approval")
+    if status is False or status is None:
+        return Verdict("not-applicable")
+    if isinstance(status, str) and status in ("not-applicable", "user-approval", "approved", "denied"):
+        return Verdict(status)  # type: ignore[arg-type]
+    if isinstance(status, dict) and status.get("type") in ("approved", "denied"):
+        reason = status.get("reason")
+        return Verdict(status["type"], str(reason) if reason is not None else None)
+    raise ValueError(f"a request policy returned {status!r}, which is not a status")
+
+
+class RequestPolicy:
+    """Base of the helpers; any callable `(ApprovalContext) -> status` is a request policy too."""
+
+    def __call__(self, ctx: ApprovalContext) -> Any:
+        raise NotImplementedError
+
+
+class never(RequestPolicy):  # noqa: N801 - the public helpers read as words
+    """No approval: the call runs at once."""
+
+    def __call__(self, ctx: ApprovalContext) -> Any:
+        return "not-applicable"
+
+
+class always(RequestPolicy):  # noqa: N801
+    """Every call waits for a person."""
+
+    def __call__(self, ctx: ApprovalContext) -> Any:
+        return "user-approval"
+
+
+class once(RequestPolicy):  # noqa: N801
+    """The first call waits for a person; after an explicit approve, calls with the same key run."""
+
+    def __call__(self, ctx: ApprovalContext) -> Any:
+        return "approved" if ctx.approval_key in ctx.approved_keys else "user-approval"
+
+
+REVIEW_INSTRUCTIONS = (
+    "You review one tool call an AI agent wants to make. Answer with JSON only: "
+    '{"verdict": "clear" | "caution" | "deny", "reason": "..."}. '
+    "clear: safe to run without a person. caution: a person must decide. deny: must not run."
+)
+
+
+class auto(RequestPolicy):  # noqa: N801
+    """A reviewer model decides; a review failure or an unparsable verdict asks a person."""
+
+    def __init__(self, model: ChatModel, instructions: str = "", criteria: list[str] | None = None) -> None:
+        self.model = model
+        self.instructions = instructions
+        self.criteria = list(criteria or [])
+
+    def __call__(self, ctx: ApprovalContext) -> Any:
+        system = "\n".join(
+            [REVIEW_INSTRUCTIONS, self.instructions, *(f"- {criterion}" for criterion in self.criteria)]
+        )
+        call = json.dumps({"tool": ctx.tool_name, "input": ctx.tool_input}, sort_keys=True)
+        messages = [{"role": "system", "content": system.strip()}, {"role": "user", "content": call}]
+        try:
+            reply = self.model.complete(messages, [])
+            verdict = json.loads(reply.text or "")
+            kind, reason = verdict["verdict"], verdict.get("reason")
+        except Exception:  # any reviewer failure means a person decides
+            log.warning("auto() review of %s failed; asking a person", ctx.tool_name, exc_info=True)
+            return "user-approval"
+        if kind == "clear":
+            return {"type": "approved", "reason": reason}
+        if kind == "deny":
+            return {"type": "denied", "reason": reason}
+        return "user-approval"
+
+
+@dataclass(frozen=True)
+class ResponseInfo:
+    """One response as a policy sees it: `decision` is `approve`, `cancel` or the chosen option id."""
+
+    responder: Principal
+    option_id: str | None
+    text: str | None
+    decision: str | None
+
+
+@dataclass(frozen=True)
+class ResponseContext:
+    """What a response policy sees. `candidates` are earlier responses still pending on this request."""
+
+    request: InputRequestOut
+    response: ResponseInfo
+    session: SessionInfo
+    candidates: list[ResponseInfo] = field(default_factory=list)
+
+
+ResponsePolicy = Callable[[ResponseContext], Any]
+
+
+def requester_only(ctx: ResponseContext) -> dict[str, str]:
+    """The default response policy: the requester or an operator; anyone verified when the requester was anonymous."""
+    responder = ctx.response.responder
+    requester = ctx.request.requested_by
+    if responder.authenticator == "operator":
+        return {"status": "allowed"}
+    if requester is None or requester.same_as(responder):
+        return {"status": "allowed"}
+    return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?)."""
+
+    request: Callable[[ApprovalContext], Any] = field(default_factory=always)
+    response: ResponsePolicy | None = None

@@ -1,0 +1,115 @@
+"""Wire shapes of DESIGN.md section 4: camelCase JSON, pydantic at the boundary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    """camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class StrictWireModel(WireModel):
+    """Unknown keys are an error (a 400 at the edge)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Principal(WireModel):
+    """Who someone is, as a verified source said. Identity is the first four fields only."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    authenticator: str
+    issuer: str
+    principal_type: str
+    principal_id: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        return (self.authenticator, self.issuer, self.principal_type, self.principal_id)
+
+    def same_as(self, other: Principal | None) -> bool:
+        return other is not None and self.identity == other.identity
+
+    @property
+    def display_name(self) -> str:
+        return str(self.attributes.get("userName") or self.attributes.get("login") or self.principal_id)
+
+
+APP_PRINCIPAL = Principal(authenticator="app", issuer="hitl", principal_type="runtime", principal_id="app")
+
+
+def operator_principal(name: str) -> Principal:
+    """The operator: someone with database access (the CLI), allowed to settle any request by default."""
+    return Principal(authenticator="operator", issuer="hitl", principal_type="user", principal_id=name)
+
+
+def api_key_principal(principal_id: str) -> Principal:
+    return Principal(authenticator="api-key", issuer="hitl", principal_type="user", principal_id=principal_id)
+
+
+def principal_or_none(data: dict[str, Any] | None) -> Principal | None:
+    return Principal.model_validate(data) if data else None
+
+
+class Option(WireModel):
+    id: str
+    label: str
+    description: str | None = None
+    style: Literal["primary", "danger", "default"] | None = None
+
+
+class ToolCallAction(WireModel):
+    kind: Literal["tool-call"] = "tool-call"
+    call_id: str
+    tool_name: str
+    input: dict[str, Any]
+
+
+RequestKind = Literal["tool-approval", "question", "session-limit"]
+
+
+class InputRequestOut(WireModel):
+    request_id: str
+    session_id: str
+    turn_id: str
+    kind: RequestKind
+    prompt: str
+    action: ToolCallAction | None
+    options: list[Option]
+    allow_freeform: bool
+    display: Literal["confirmation", "select", "text"]
+    requested_by: Principal | None
+    created_at: datetime
+    expires_at: datetime | None
+    status: Literal["pending", "resolved"]
+    outcome: str | None
+    response: dict[str, Any] | None = None
+    responder: Principal | None = None
+    resolved_at: datetime | None = None
+
+
+class InputResponse(StrictWireModel):
+    """One answer to one request: an option, a text, or both (a cancel with a note)."""
+
+    request_id: str = Field(min_length=1)
+    option_id: str | None = None
+    text: str | None = None
+
+
+class ResponseBody(StrictWireModel):
+    """The body of PATCH /api/requests/<id>: an InputResponse without its request id."""
+
+    option_id: str | None = None
+    text: str | None = None

@@ -1,0 +1,102 @@
+"""Read models for the API and the CLI: session history, the request inbox, the event stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from .errors import NotFound
+from .events import event_wire
+from .requests import request_wire
+from .runtime import Runtime
+from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
+
+
+def session_history(rt: Runtime, session_id: str) -> dict[str, Any]:
+    """The whole history of a session in one document: turns, runs, requests with candidates, messages."""
+    with rt.db.read() as db:
+        session = db.get(Session, session_id)
+        if session is None:
+            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+        turns = db.execute(select(Turn).where(Turn.session_id == session_id).order_by(Turn.seq)).scalars().all()
+        turn_ids = [t.id for t in turns]
+        runs = db.execute(select(Run).where(Run.turn_id.in_(turn_ids)).order_by(Run.seq)).scalars().all()
+        requests = db.execute(
+            select(InputRequest).where(InputRequest.session_id == session_id).order_by(InputRequest.seq)
+        ).scalars().all()
+        candidates = db.execute(
+            select(ResponseCandidate).join(InputRequest)
+            .where(InputRequest.session_id == session_id).order_by(ResponseCandidate.created_at)
+        ).scalars().all()
+        calls = db.execute(
+            select(ToolCall).where(ToolCall.turn_id.in_(turn_ids)).order_by(ToolCall.step, ToolCall.position)
+        ).scalars().all()
+        messages = db.execute(
+            select(Message).where(Message.session_id == session_id).order_by(Message.seq)
+        ).scalars().all()
+        return {
+            "id": session.id, "agent": session.agent, "status": session.status, "channel": session.channel,
+            "address": session.address, "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
+            "turns": [
+                {
+                    "id": t.id, "seq": t.seq, "status": t.status, "input": t.input, "result": t.result,
+                    "error": t.error, "requestedBy": t.requested_by,
+                    "runs": [{"id": r.id, "seq": r.seq, "status": r.status, "startedAt": r.started_at.isoformat(),
+                              "endedAt": r.ended_at.isoformat() if r.ended_at else None, "error": r.error}
+                             for r in runs if r.turn_id == t.id],
+                    "requests": [
+                        request_wire(q) | {"candidates": [candidate_wire(c) for c in candidates
+                                                          if c.request_id == q.request_id]}
+                        for q in requests if q.turn_id == t.id
+                    ],
+                    "toolCalls": [call_wire(c) for c in calls if c.turn_id == t.id],
+                    "messages": [message_wire(m) for m in messages if m.turn_id == t.id],
+                }
+                for t in turns
+            ],
+        }
+
+
+def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
+    return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": c.text,
+            "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
+
+
+def call_wire(c: ToolCall) -> dict[str, Any]:
+    return {"callId": c.call_id, "toolName": c.tool, "input": c.input, "status": c.status, "result": c.result,
+            "approvalRequestId": c.approval_request_id, "attempts": c.attempts}
+
+
+def message_wire(m: Message) -> dict[str, Any]:
+    return {"seq": m.seq, "role": m.role, "content": m.content, "toolCalls": m.tool_calls,
+            "toolCallId": m.tool_call_id}
+
+
+def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None) -> list[dict[str, Any]]:
+    """The operator inbox, oldest first."""
+    query = select(InputRequest).order_by(InputRequest.created_at, InputRequest.seq)
+    if status:
+        query = query.where(InputRequest.status == status)
+    if session_id:
+        query = query.where(InputRequest.session_id == session_id)
+    with rt.db.read() as db:
+        return [request_wire(r) for r in db.execute(query).scalars()]
+
+
+def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
+    with rt.db.read() as db:
+        request = db.get(InputRequest, request_id)
+        if request is None:
+            raise NotFound(f"no input request {request_id!r}", {"requestId": request_id})
+        return request_wire(request)
+
+
+def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    with rt.db.read() as db:
+        if db.get(Session, session_id) is None:
+            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+        rows = db.execute(
+            select(Event).where(Event.session_id == session_id, Event.seq > after).order_by(Event.seq).limit(limit)
+        ).scalars()
+        return [event_wire(e) for e in rows]

@@ -1,0 +1,107 @@
+"""sweep(): what makes a crashed worker or a down Redis lose nothing."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from . import defaults
+from .runtime import Runtime
+from .tables import Outbox, Run, ToolCall, Turn
+from .turns import ACTIVE_TURN, latest_run, lock_turn, schedule_resume
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    recovered: int = 0
+    resumed: int = 0
+    requeued: int = 0
+    pushed: int = 0
+
+
+def sweep(rt: Runtime) -> SweepReport:
+    """Recover dead runners' turns, resume settled ones, re-enqueue lost jobs, push the outbox."""
+    report = SweepReport()
+    now = rt.now()
+    with rt.db.read() as db:
+        expired = list(db.execute(
+            select(Turn.id).where(Turn.status == "running", Turn.lease_until < now)
+        ).scalars())
+        waiting = list(db.execute(select(Turn.id).where(Turn.status == "waiting")).scalars())
+        stuck = list(db.execute(
+            select(Turn.id).where(
+                Turn.status == "queued",
+                Turn.updated_at < now - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS),
+            )
+        ).scalars())
+    for turn_id in expired:
+        report.recovered += recover_turn(rt, turn_id)
+    for turn_id in waiting:
+        with rt.transaction() as db:
+            report.resumed += schedule_resume(rt, db, lock_turn(db, turn_id))
+    for turn_id in stuck:
+        report.requeued += requeue(rt, turn_id)
+    report.pushed = push_outbox(rt)
+    if report != SweepReport():
+        log.info("sweep: %s", report)
+    return report
+
+
+def recover_turn(rt: Runtime, turn_id: str) -> int:
+    """A running turn whose lease ran out: its Run crashed, its running calls are `unknown`, Run n+1 resumes."""
+    with rt.transaction() as db:
+        turn = lock_turn(db, turn_id)
+        now = rt.now()
+        if turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
+            return 0
+        run = latest_run(db, turn_id)
+        if run is not None:
+            run.status, run.ended_at = "crashed", now
+            run.error = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
+        db.execute(
+            update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == "running")
+            .values(status="unknown", updated_at=now)
+        )
+        db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status="resuming", started_at=now))
+        turn.status, turn.lease_until, turn.updated_at = "queued", None, now
+        rt.enqueue(db, "run_turn", turn_id)
+        log.warning("turn %s: recovered from a lost worker", turn_id)
+        return 1
+
+
+def requeue(rt: Runtime, turn_id: str) -> int:
+    """A queued turn that no job picked up (lost in Redis, or never pushed): enqueue it again."""
+    with rt.transaction() as db:
+        turn = lock_turn(db, turn_id)
+        if turn.status != "queued":
+            return 0
+        earlier = db.execute(
+            select(Turn.id).where(
+                Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
+            )
+        ).first()
+        if earlier is not None:
+            return 0
+        turn.updated_at = rt.now()
+        rt.enqueue(db, "run_turn", turn_id)
+        return 1
+
+
+def push_outbox(rt: Runtime) -> int:
+    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    with rt.db.read() as db:
+        rows = [
+            (row.id, row.job, list(row.args))
+            for row in db.execute(
+                select(Outbox).where(Outbox.enqueued_at.is_(None), Outbox.available_at <= cutoff)
+                .order_by(Outbox.id).limit(500)
+            ).scalars()
+        ]
+    if rows:
+        rt.push(rows)
+    return len(rows)

@@ -1,0 +1,82 @@
+"""InputRequests: opening them and showing them on the wire."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session as DbSession
+
+from .protocol import InputRequestOut, principal_or_none
+from .tables import InputRequest, ToolCall, new_id
+
+APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
+CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
+OPTION_SYNONYMS = {"deny": "cancel"}
+
+
+def open_request(
+    db: DbSession,
+    *,
+    session_id: str,
+    turn_id: str,
+    run_id: str,
+    kind: str,
+    prompt: str,
+    options: list[dict[str, Any]],
+    allow_freeform: bool,
+    display: str,
+    requested_by: dict[str, Any] | None,
+    now: datetime,
+    action: dict[str, Any] | None = None,
+    request_id: str | None = None,
+    expires_at: datetime | None = None,
+) -> InputRequest:
+    seq = db.execute(
+        select(func.coalesce(func.max(InputRequest.seq), 0)).where(InputRequest.session_id == session_id)
+    ).scalar_one()
+    request = InputRequest(
+        request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
+        kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
+        display=display, requested_by=requested_by, status="pending", seq=seq + 1, created_at=now,
+        expires_at=expires_at,
+    )
+    db.add(request)
+    return request
+
+
+def open_approval(
+    db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
+    now: datetime, prompt: str | None = None,
+) -> InputRequest:
+    """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text."""
+    request = open_request(
+        db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
+        prompt=prompt or f"Approve {title}?",
+        action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
+        options=[APPROVE, CANCEL], allow_freeform=False, display="confirmation", requested_by=requested_by,
+        now=now,
+    )
+    call.status = "awaiting_approval"
+    call.approval_request_id = request.request_id
+    call.updated_at = now
+    return request
+
+
+def request_wire(request: InputRequest) -> dict[str, Any]:
+    return request_out(request).wire()
+
+
+def request_out(request: InputRequest) -> InputRequestOut:
+    return InputRequestOut(
+        request_id=request.request_id, session_id=request.session_id, turn_id=request.turn_id,
+        kind=request.kind,  # type: ignore[arg-type]
+        prompt=request.prompt, action=request.action,  # type: ignore[arg-type]
+        options=request.options,  # type: ignore[arg-type]
+        allow_freeform=request.allow_freeform, display=request.display,  # type: ignore[arg-type]
+        requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
+        expires_at=request.expires_at, status=request.status,  # type: ignore[arg-type]
+        outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
+        resolved_at=request.resolved_at,
+    )

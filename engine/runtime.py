@@ -1,0 +1,100 @@
+"""The runtime: database, agent, executor and clock, plus the transactional outbox that joins them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from . import defaults
+from .agent import Agent
+from .db import Database
+from .tables import Outbox, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class ExecutorUnavailable(Exception):
+    """The queue cannot take a job right now (Redis down): the outbox row stays for sweep()."""
+
+
+class Executor(Protocol):
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None: ...
+
+
+class Runtime:
+    """Everything a job needs, built once per process by the gateway (web) or the worker."""
+
+    def __init__(
+        self,
+        db: Database,
+        agent: Agent,
+        executor: Executor,
+        *,
+        lease_seconds: int = defaults.LEASE_SECONDS,
+        response_policy_timeout: float = defaults.RESPONSE_POLICY_TIMEOUT_SECONDS,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.db = db
+        self.agent = agent
+        self.executor = executor
+        self.lease_seconds = lease_seconds
+        self.response_policy_timeout = response_policy_timeout
+        self.clock = clock
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def lease_until(self) -> datetime:
+        return self.now() + timedelta(seconds=self.lease_seconds)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits."""
+        with self.db.write() as session:
+            yield session
+            session.flush()
+            rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
+        if rows:
+            self.push(rows)
+
+    def enqueue(self, session: Session, job: str, *args: Any) -> None:
+        """Record a job in the outbox, in the caller's transaction."""
+        row = Outbox(job=job, args=list(args), available_at=self.now())
+        session.add(row)
+        session.info.setdefault("outbox", []).append(row)
+
+    def push(self, rows: list[tuple[int, str, list[Any]]]) -> None:
+        """Hand committed outbox rows to the executor; what cannot be handed over waits for sweep()."""
+        pushed = []
+        for row_id, job, args in rows:
+            try:
+                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}")
+            except ExecutorUnavailable:
+                log.warning("executor unavailable; outbox row %s waits for sweep()", row_id, exc_info=True)
+                continue
+            pushed.append(row_id)
+        if pushed:
+            with self.db.write() as session:
+                session.execute(update(Outbox).where(Outbox.id.in_(pushed)).values(enqueued_at=self.now()))
+
+
+_current: Runtime | None = None
+
+
+def install(runtime: Runtime) -> Runtime:
+    """Make `runtime` the one jobs of this process use."""
+    global _current
+    _current = runtime
+    return runtime
+
+
+def current() -> Runtime:
+    if _current is None:
+        raise RuntimeError("no runtime installed in this process (the worker and create_app() install one)")
+    return _current

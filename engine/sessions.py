@@ -1,0 +1,63 @@
+"""Sessions and the messages that start turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session as DbSession
+
+from .errors import InvalidInput, NotFound
+from .protocol import Principal
+from .runtime import Runtime
+from .tables import Session, Turn
+from .turns import ACTIVE_TURN
+
+
+@dataclass(frozen=True)
+class Opened:
+    session_id: str
+    turn_id: str | None
+
+
+def open_session(
+    rt: Runtime, initiator: Principal | None, *, channel: str = "api", address: str | None = None,
+    message: str | None = None,
+) -> Opened:
+    """Create a session; a message starts its first turn."""
+    with rt.transaction() as db:
+        session = Session(agent=rt.agent.name, channel=channel, address=address or "",
+                          initiator=initiator.wire() if initiator else None, status="idle",
+                          created_at=rt.now(), updated_at=rt.now())
+        db.add(session)
+        db.flush()
+        if not session.address:
+            session.address = f"{channel}:{session.id}:"
+        turn_id = queue_turn(rt, db, session, initiator, message) if message is not None else None
+        return Opened(session.id, turn_id)
+
+
+def post_message(rt: Runtime, session_id: str, principal: Principal | None, text: str) -> str:
+    """A user message: a new turn, started now when the session is idle, else after the active turn ends."""
+    with rt.transaction() as db:
+        session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
+        if session is None:
+            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+        return queue_turn(rt, db, session, principal, text)
+
+
+def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str) -> str:
+    if not text.strip():
+        raise InvalidInput("a message needs some text")
+    seq = db.execute(select(func.coalesce(func.max(Turn.seq), 0)).where(Turn.session_id == session.id)).scalar_one()
+    busy = db.execute(
+        select(Turn.id).where(Turn.session_id == session.id, Turn.status.in_(ACTIVE_TURN)).limit(1)
+    ).first()
+    turn = Turn(session_id=session.id, seq=seq + 1, status="queued", input=text,
+                requested_by=principal.wire() if principal else None, created_at=rt.now(), updated_at=rt.now())
+    db.add(turn)
+    db.flush()
+    if busy is None:
+        session.status = "active"
+        rt.enqueue(db, "run_turn", turn.id)
+    return turn.id

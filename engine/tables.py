@@ -1,0 +1,255 @@
+"""The database schema (DESIGN.md section 3): typed SQLAlchemy 2 tables, the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on both databases (SQLite hands back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+IdType = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType, list[Any]: JSONType}
+
+
+class Session(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("ses"))
+    agent: Mapped[str] = mapped_column(String(200))
+    channel: Mapped[str] = mapped_column(String(32))
+    address: Mapped[str] = mapped_column(String(500))
+    initiator: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(String(16), default="idle")
+    event_seq: Mapped[int] = mapped_column(Integer, default=0)
+    message_seq: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_sessions_channel_address", "channel", "address"),)
+
+
+class Turn(Base):
+    __tablename__ = "turns"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("turn"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    input: Mapped[str] = mapped_column(Text)
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    lease_until: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+        Index("ix_turns_status_updated_at", "status", "updated_at"),
+    )
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("run"))
+    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column()
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+    __table_args__ = (UniqueConstraint("turn_id", "seq"),)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType)
+    tool_call_id: Mapped[str | None] = mapped_column(String(64))
+    principal: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("session_id", "seq"),)
+
+
+class ToolCall(Base):
+    __tablename__ = "tool_calls"
+
+    call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)
+    tool: Mapped[str] = mapped_column(String(200))
+    input: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    input_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(24), default="proposed")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    approval_request_id: Mapped[str | None] = mapped_column(String(64))
+    responder: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class InputRequest(Base):
+    __tablename__ = "input_requests"
+
+    request_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(24))
+    prompt: Mapped[str] = mapped_column(Text)
+    action: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    options: Mapped[list[Any]] = mapped_column(JSONType)
+    allow_freeform: Mapped[bool] = mapped_column(Boolean, default=False)
+    display: Mapped[str] = mapped_column(String(16))
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    responder: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column()
+    resolved_at: Mapped[datetime | None] = mapped_column()
+
+    __table_args__ = (
+        Index("ix_input_requests_status_created_at", "status", "created_at"),
+        Index("ix_input_requests_session_id_seq", "session_id", "seq"),
+    )
+
+
+class ResponseCandidate(Base):
+    __tablename__ = "response_candidates"
+
+    candidate_id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("cand"))
+    request_id: Mapped[str] = mapped_column(
+        ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
+    )
+    responder: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    decision: Mapped[str | None] = mapped_column(String(200))
+    text: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(16), default="pending")
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    judged_at: Mapped[datetime | None] = mapped_column()
+
+
+class ApprovalGrant(Base):
+    __tablename__ = "approval_grants"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    approval_key: Mapped[str] = mapped_column(String(200))
+    granted_by: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    request_id: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(40))
+    turn_id: Mapped[str | None] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("session_id", "seq"),)
+
+
+class Inbound(Base):
+    __tablename__ = "inbound"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    external_id: Mapped[str] = mapped_column(String(200))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    principal: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    payload_digest: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (UniqueConstraint("channel", "external_id"),)
+
+
+class Outbox(Base):
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    job: Mapped[str] = mapped_column(String(64))
+    args: Mapped[list[Any]] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    available_at: Mapped[datetime] = mapped_column(default=utcnow)
+    enqueued_at: Mapped[datetime | None] = mapped_column()
+
+    __table_args__ = (Index("ix_outbox_enqueued_at_available_at", "enqueued_at", "available_at"),)

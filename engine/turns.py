@@ -1,0 +1,85 @@
+"""Turn and Run state transitions shared by the runner, the response path and recovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session as DbSession
+
+from .events import emit
+from .runtime import Runtime
+from .tables import InputRequest, Run, Session, Turn
+
+ACTIVE_TURN = ("queued", "running", "waiting")
+
+
+def lock_turn(db: DbSession, turn_id: str) -> Turn:
+    """Load a turn with its row locked (PostgreSQL); SQLite already holds the database write lock."""
+    return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+
+
+def latest_run(db: DbSession, turn_id: str) -> Run | None:
+    return db.execute(
+        select(Run).where(Run.turn_id == turn_id).order_by(Run.seq.desc()).limit(1)
+    ).scalar_one_or_none()
+
+
+def pending_requests(db: DbSession, turn_id: str) -> int:
+    return int(
+        db.execute(
+            select(func.count()).select_from(InputRequest).where(
+                InputRequest.turn_id == turn_id, InputRequest.status == "pending"
+            )
+        ).scalar_one()
+    )
+
+
+def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
+    """A waiting turn whose requests are all settled gets Run n+1 (`resuming`) and a run_turn job.
+
+    The caller holds the turn's lock; returns False when the turn is not resumable (still running, or
+    a request is still pending), so calling it twice resumes once.
+    """
+    if turn.status != "waiting" or pending_requests(db, turn.id):
+        return False
+    previous = latest_run(db, turn.id)
+    db.add(Run(turn_id=turn.id, seq=(previous.seq if previous else 0) + 1, status="resuming", started_at=rt.now()))
+    turn.status = "queued"
+    turn.updated_at = rt.now()
+    rt.enqueue(db, "run_turn", turn.id)
+    return True
+
+
+def end_turn(
+    rt: Runtime, db: DbSession, turn: Turn, run: Run, status: str, *, result: str | None = None,
+    error: dict[str, Any] | None = None,
+) -> None:
+    """Close the turn and its run, then start the session's next queued turn or report it idle."""
+    now = rt.now()
+    run.status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
+    run.ended_at = now
+    run.error = error
+    turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
+    if status == "completed":
+        emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
+    elif status == "failed":
+        emit(db, turn.session_id, "turn.failed", {"error": error}, turn_id=turn.id, at=now)
+    else:
+        emit(db, turn.session_id, "turn.cancelled", {}, turn_id=turn.id, at=now)
+    start_next_turn(rt, db, turn.session_id)
+
+
+def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
+    """Enqueue the session's oldest queued turn, or mark the session idle and say so."""
+    session = db.get_one(Session, session_id)
+    next_turn = db.execute(
+        select(Turn).where(Turn.session_id == session_id, Turn.status == "queued").order_by(Turn.seq).limit(1)
+    ).scalar_one_or_none()
+    if next_turn is not None:
+        session.status = "active"
+        rt.enqueue(db, "run_turn", next_turn.id)
+        return
+    session.status = "idle"
+    session.updated_at = rt.now()
+    emit(db, session_id, "session.waiting", {"wait": "next-user-message"}, turn_id=None, at=rt.now())
