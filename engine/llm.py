@@ -65,10 +65,12 @@ class OpenAIChatModel:
             )
             response.raise_for_status()
             message = response.json()["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise ValueError(f"the reply message is {message!r}, not an object")
             calls = [
                 ToolCallRequest(
                     name=call["function"]["name"],
-                    input=json.loads(call["function"].get("arguments") or "{}"),
+                    input=_arguments(call["function"].get("arguments")),
                     id=call.get("id"),
                 )
                 for call in message.get("tool_calls") or []
@@ -76,3 +78,11 @@ class OpenAIChatModel:
         except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelError(f"chat completion failed: {exc}") from exc
         return ModelReply(text=message.get("content"), tool_calls=calls)
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    """A tool call's arguments: a JSON object encoded as a string (absent or empty means no arguments)."""
+    decoded = json.loads(raw or "{}")
+    if not isinstance(decoded, dict):
+        raise ValueError(f"tool call arguments are {decoded!r}, not a JSON object")
+    return decoded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from .errors import NotFound
 from .events import event_wire
@@ -100,3 +100,19 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
             select(Event).where(Event.session_id == session_id, Event.seq > after).order_by(Event.seq).limit(limit)
         ).scalars()
         return [event_wire(e) for e in rows]
+
+
+def list_sessions(rt: Runtime, limit: int = 100) -> list[dict[str, Any]]:
+    """Newest first, with the number of open requests each holds."""
+    with rt.db.read() as db:
+        pending = dict(db.execute(
+            select(InputRequest.session_id, func.count()).where(InputRequest.status == "pending")
+            .group_by(InputRequest.session_id)
+        ).all())
+        rows = db.execute(select(Session).order_by(Session.created_at.desc()).limit(limit)).scalars()
+        return [
+            {"id": s.id, "agent": s.agent, "channel": s.channel, "status": s.status,
+             "createdAt": s.created_at.isoformat(), "updatedAt": s.updated_at.isoformat(),
+             "pendingRequests": pending.get(s.id, 0)}
+            for s in rows
+        ]

@@ -1,0 +1,21 @@
+"""`create_app(settings=None)`: the Flask application factory."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from . import api, errors, health
+from .compose import build_runtime
+from .settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    settings = settings or Settings()
+    app = Flask(__name__)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.config["HITL_SETTINGS"] = settings
+    app.extensions["hitl"] = build_runtime(settings)
+    errors.init_app(app)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(health.bp)
+    return app

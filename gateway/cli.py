@@ -1,0 +1,139 @@
+"""The `hitl` command: serve, worker, db upgrade, sweep, requests, answer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+
+from engine.errors import EngineError
+from engine.protocol import InputResponse, operator_principal
+from engine.queries import list_requests
+from engine.recovery import sweep
+from engine.responses import submit_responses
+from engine.runtime import Runtime
+
+from .compose import ConfigurationError, build_runtime
+from .settings import Settings
+
+log = logging.getLogger("hitl")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="hitl", description="hitl-gateway: agent turns that wait for people")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the gateway (embedded defaults: SQLite, in-process jobs)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(handler=cmd_serve)
+
+    commands.add_parser("worker", help="run an RQ worker (needs REDIS_URL); sweeps every HITL_SWEEP_SECONDS") \
+        .set_defaults(handler=cmd_worker)
+
+    db = commands.add_parser("db", help="database schema")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands.add_parser("upgrade", help="apply migrations up to head").set_defaults(handler=cmd_db_upgrade)
+
+    commands.add_parser("sweep", help="recover lost turns and re-enqueue lost jobs, once") \
+        .set_defaults(handler=cmd_sweep)
+
+    requests = commands.add_parser("requests", help="list input requests, oldest first")
+    requests.add_argument("--status", choices=["pending", "resolved"], default=None)
+    requests.add_argument("--session", default=None)
+    requests.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    requests.set_defaults(handler=cmd_requests)
+
+    answer = commands.add_parser("answer", help="answer a request as an operator")
+    answer.add_argument("request_id")
+    answer.add_argument("choice", nargs="?", help="approve, cancel, or an option id")
+    answer.add_argument("--text", help="a free-text answer to a question")
+    answer.add_argument("--note", help="a note carried with cancel")
+    answer.add_argument("--as", dest="operator", required=True, help="the operator's name, for the audit trail")
+    answer.set_defaults(handler=cmd_answer)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        args.handler(args)
+    except (ConfigurationError, EngineError) as exc:
+        sys.exit(f"hitl: {exc}")
+
+
+def runtime() -> Runtime:
+    return build_runtime(Settings())
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from .app import create_app
+
+    app = create_app()
+    print(f"hitl-gateway serving http://{args.host}:{args.port}", flush=True)
+    app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    from rq import Queue, SimpleWorker, Worker
+
+    settings = Settings()
+    if not settings.redis_url:
+        raise ConfigurationError("hitl worker needs REDIS_URL")
+    rt = build_runtime(settings)
+    import psycopg  # noqa: F401  (preloaded so forked work horses do not import it per job)
+
+    import engine.jobs  # noqa: F401
+
+    def sweeper() -> None:
+        stop = threading.Event()
+        while not stop.wait(settings.sweep_seconds):
+            try:
+                sweep(rt)
+            except Exception:
+                log.exception("sweep failed")
+
+    threading.Thread(target=sweeper, name="hitl-sweeper", daemon=True).start()
+    executor = rt.executor
+    worker_class = SimpleWorker if settings.worker_class == "simple" else Worker
+    connection = executor.redis  # type: ignore[attr-defined]
+    worker = worker_class([Queue(settings.queue, connection=connection)], connection=connection)
+    worker.work(with_scheduler=True)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> None:
+    settings = Settings()
+    from engine.db import Database
+
+    Database(settings.database_url).upgrade()
+    print("database is at the latest revision")
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    print(json.dumps(sweep(runtime()).__dict__))
+
+
+def cmd_requests(args: argparse.Namespace) -> None:
+    rows = list_requests(runtime(), status=args.status, session_id=args.session)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'REQUEST':38} {'KIND':14} {'STATUS':9} {'OUTCOME':9} {'CREATED':20} PROMPT")
+    for r in rows:
+        created = r["createdAt"][:19].replace("T", " ")
+        print(f"{r['requestId']:38} {r['kind']:14} {r['status']:9} {r['outcome'] or '-':9} {created:20} {r['prompt']}")
+
+
+def cmd_answer(args: argparse.Namespace) -> None:
+    if (args.choice is None) == (args.text is None):
+        raise ConfigurationError("give exactly one of an option (approve, cancel, ...) or --text")
+    response = InputResponse(request_id=args.request_id, option_id=args.choice, text=args.text or args.note)
+    rt = runtime()
+    [result] = submit_responses(rt, operator_principal(args.operator), [response])
+    print(json.dumps(result.wire(), indent=2))
+    join = getattr(rt.executor, "join", None)
+    if join is not None:
+        join()  # embedded mode: let the resumed turn run before the process exits
+    if result.status in ("refused", "stale"):
+        sys.exit(1)

@@ -1,0 +1,45 @@
+"""The composition root: settings in, a wired Runtime out (web processes and workers alike)."""
+
+from __future__ import annotations
+
+import importlib
+
+from engine import Agent
+from engine.db import Database
+from engine.executors import InlineExecutor, RQExecutor
+from engine.runtime import Executor, Runtime, install
+
+from .settings import Settings
+
+
+class ConfigurationError(Exception):
+    """A setting is missing or wrong; raised at start-up, never at the first request."""
+
+
+def load_agent(spec: str) -> Agent:
+    """`HITL_AGENT=package.module:attribute`."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigurationError(f"HITL_AGENT must look like package.module:attribute, not {spec!r}")
+    try:
+        agent = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"HITL_AGENT={spec}: {exc}") from exc
+    if not isinstance(agent, Agent):
+        raise ConfigurationError(f"HITL_AGENT={spec} is a {type(agent).__name__}, not an engine.Agent")
+    return agent
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Database, agent and executor from settings; installed as this process's runtime for jobs."""
+    db = Database(settings.database_url)
+    if db.is_sqlite:
+        db.upgrade()  # embedded mode: an empty SQLite file gets its tables on first start
+    executor: Executor = (
+        RQExecutor(settings.redis_url, settings.queue) if settings.redis_url
+        else InlineExecutor(settings.inline_workers)
+    )
+    return install(Runtime(
+        db, load_agent(settings.agent), executor, lease_seconds=settings.lease_seconds,
+        response_policy_timeout=settings.response_policy_timeout,
+    ))

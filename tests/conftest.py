@@ -1,0 +1,217 @@
+"""Test stacks: SQLite with the in-process executor, and PostgreSQL + Redis with a real `hitl worker`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select, text
+
+from engine.executors import InlineExecutor
+from engine.protocol import InputResponse, api_key_principal
+from engine.queries import events_after, list_requests, session_history
+from engine.responses import ResponseResult, submit_responses
+from engine.sessions import open_session
+from engine.runtime import Runtime
+from engine.tables import Base, Outbox, Turn
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.support.services import require_postgres, require_redis
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_AGENT = "tests.support.agent:agent"
+API_KEYS = {"alice-key": "alice", "bob-key": "bob", "carol-key": "carol"}
+
+
+@pytest.fixture(autouse=True)
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test starts with an empty tool ledger (shared with worker processes by path)."""
+    path = Path(os.environ.setdefault("HITL_TEST_LEDGER", str(tmp_path_factory.getbasetemp() / "ledger.jsonl")))
+    path.write_text("")
+    yield path
+
+
+class Stack:
+    """One deployment shape: the app, its runtime, and a way to wait until every job has run."""
+
+    def __init__(self, name: str, settings: Settings) -> None:
+        self.name = name
+        self.settings = settings
+        self.app = create_app(settings)
+        self.rt: Runtime = self.app.extensions["hitl"]
+
+    def client(self, who: str | None = "alice") -> FlaskClient:
+        client = self.app.test_client()
+        if who is not None:
+            key = next(k for k, v in API_KEYS.items() if v == who)
+            client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+        return client
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until no job is left: no turn running or ready to run, no outbox row unpushed."""
+        if isinstance(self.rt.executor, InlineExecutor):
+            assert self.rt.executor.join(timeout), "in-process jobs did not finish"
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.quiet():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the worker did not finish within {timeout}s")
+
+    def quiet(self) -> bool:
+        with self.rt.db.read() as db:
+            if db.execute(select(Outbox.id).where(Outbox.enqueued_at.is_(None)).limit(1)).first():
+                return False
+            turns = db.execute(select(Turn).where(Turn.status.in_(["queued", "running"]))).scalars().all()
+            for turn in turns:
+                if turn.status == "running":
+                    return False
+                earlier = db.execute(select(Turn.id).where(
+                    Turn.session_id == turn.session_id, Turn.seq < turn.seq,
+                    Turn.status.in_(["queued", "running", "waiting"]),
+                )).first()
+                if earlier is None:
+                    return False
+        return True
+
+    # -- conversation helpers: the engine entry points, as a channel would call them ---------------
+
+    def start(self, message: str, who: str | None = "alice") -> tuple[str, str]:
+        """Open a session whose first turn is `message` from `who`; wait until it parks or ends."""
+        opened = open_session(self.rt, api_key_principal(who) if who else None, message=message)
+        self.settle()
+        assert opened.turn_id is not None
+        return opened.session_id, opened.turn_id
+
+    def pending(self, session_id: str) -> list[dict[str, Any]]:
+        return list_requests(self.rt, status="pending", session_id=session_id)
+
+    def answer(self, request_id: str, option_id: str | None = None, text: str | None = None,
+               who: str = "alice", settle: bool = True) -> ResponseResult:
+        [result] = submit_responses(self.rt, api_key_principal(who),
+                                    [InputResponse(request_id=request_id, option_id=option_id, text=text)])
+        if settle:
+            self.settle()
+        return result
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        return events_after(self.rt, session_id)
+
+    def event_types(self, session_id: str) -> list[str]:
+        return [e["type"] for e in self.events(session_id)]
+
+    def history(self, session_id: str) -> dict[str, Any]:
+        return session_history(self.rt, session_id)
+
+    def turn(self, session_id: str, seq: int = 1) -> dict[str, Any]:
+        return self.history(session_id)["turns"][seq - 1]
+
+    def close(self) -> None:
+        if isinstance(self.rt.executor, InlineExecutor):
+            self.rt.executor.join()
+            self.rt.executor.shutdown()
+        self.rt.db.dispose()
+
+
+def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent=TEST_AGENT, api_keys=API_KEYS,
+                    **overrides)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The test PostgreSQL, migrated to head once per test session (tables of earlier runs dropped)."""
+    url = require_postgres()
+    from engine.db import Database
+
+    db = Database(url)
+    with db.engine.begin() as conn:
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    db.upgrade()
+    db.dispose()
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return require_redis()
+
+
+@pytest.fixture(scope="session")
+def queue_name() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+def worker_env(database_url: str, redis_url: str, queue: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": database_url, "REDIS_URL": redis_url, "HITL_QUEUE": queue, "HITL_AGENT": TEST_AGENT,
+        "HITL_SWEEP_SECONDS": "1", "PYTHONPATH": str(ROOT), **extra,
+    })
+    return env
+
+
+class WorkerProcess:
+    """A real `hitl worker` process (its own process group, so a test can SIGKILL it and its work horse)."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self.log = log_path.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway", "worker"], cwd=ROOT, env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, sig: int = 9) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        self.proc.wait(10)
+        self.log.close()
+
+    def tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture(scope="session")
+def rq_worker(postgres_url: str, redis_url: str, queue_name: str,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    worker = WorkerProcess(worker_env(postgres_url, redis_url, queue_name),
+                           tmp_path_factory.mktemp("worker") / "worker.log")
+    yield worker
+    worker.kill(15)
+
+
+def truncate_all(url: str) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+    """The same test on SQLite + in-process jobs, and on PostgreSQL + Redis + a real RQ worker process."""
+    if request.param == "sqlite":
+        built = Stack("sqlite", sqlite_settings(tmp_path))
+    else:
+        url = request.getfixturevalue("postgres_url")
+        worker: WorkerProcess = request.getfixturevalue("rq_worker")
+        truncate_all(url)
+        built = Stack("postgres", Settings(
+            database_url=url, redis_url=request.getfixturevalue("redis_url"),
+            queue=request.getfixturevalue("queue_name"), agent=TEST_AGENT, api_keys=API_KEYS,
+        ))
+        assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
+    yield built
+    built.close()

@@ -1,0 +1,233 @@
+"""Tool approvals end to end, on SQLite + in-process jobs and on PostgreSQL + a real RQ worker."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Stack
+from tests.support.agent import read_ledger, script
+
+
+def ran(tool: str) -> list[dict]:
+    return [e for e in read_ledger() if e["tool"] == tool]
+
+
+def test_approve_runs_the_tool_exactly_once(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 20})]))
+    [request] = stack.pending(sid)
+    assert request["kind"] == "tool-approval"
+    assert request["prompt"] == "Approve refund?"
+    assert [(o["id"], o["label"], o["style"]) for o in request["options"]] == [
+        ("approve", "Approve", "primary"), ("cancel", "Cancel", "danger")]
+    assert request["allowFreeform"] is False
+    assert request["action"]["input"] == {"charge_id": "ch_1", "amount": 20}
+    assert request["requestedBy"]["principalId"] == "alice"
+    assert ran("refund") == []
+
+    result = stack.answer(request["requestId"], "approve")
+
+    assert result.status == "settled"
+    [call] = ran("refund")
+    assert call["charge_id"] == "ch_1"
+    assert call["requester"] == "alice" and call["responder"] == "alice"
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
+    assert '"refunded": 20.0' in turn["result"]
+
+
+def test_cancel_with_a_note_never_runs_and_the_model_reads_the_note(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 900})]))
+    [request] = stack.pending(sid)
+
+    stack.answer(request["requestId"], "cancel", text="too expensive")
+
+    assert ran("refund") == []
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert "Cancelled by alice: too expensive" in turn["result"]
+    [resolved] = stack.history(sid)["turns"][0]["requests"]
+    assert resolved["outcome"] == "denied"
+    assert resolved["response"] == {"optionId": "cancel", "text": "too expensive"}
+    rejected = [e for e in stack.events(sid) if e["type"] == "action.result"]
+    assert rejected[0]["data"]["status"] == "rejected"
+    assert rejected[0]["data"]["error"]["code"] == "TOOL_EXECUTION_DENIED"
+
+
+def test_deny_is_a_synonym_of_cancel(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    [request] = stack.pending(sid)
+    assert stack.answer(request["requestId"], "DENY").status == "settled"
+    assert stack.history(sid)["turns"][0]["requests"][0]["outcome"] == "denied"
+    assert ran("refund") == []
+
+
+def test_free_call_runs_while_the_gated_one_waits(stack: Stack) -> None:
+    sid, _ = stack.start(script([("lookup", {"order_id": "o-7"}), ("refund", {"charge_id": "ch_9", "amount": 5})]))
+
+    assert [e["tool"] for e in read_ledger()] == ["lookup"]
+    turn = stack.turn(sid)
+    assert turn["status"] == "waiting"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted"]
+    assert stack.event_types(sid) == [
+        "message.received", "turn.started", "assistant.message", "input.requested",
+        "action.called", "action.result", "turn.waiting",
+    ]
+    [request] = stack.pending(sid)
+
+    stack.answer(request["requestId"], "approve")
+
+    assert [e["tool"] for e in read_ledger()] == ["lookup", "refund"]
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
+    # the model was called again only once both calls had results: it saw both
+    assert '"order": "o-7"' in turn["result"] and '"refunded": 5.0' in turn["result"]
+    assert stack.event_types(sid)[7:] == [
+        "approval.candidate", "approval.settled", "input.resolved", "turn.started", "action.called",
+        "action.result", "assistant.message", "turn.completed", "session.waiting",
+    ]
+
+
+def test_once_grant_is_hidden_while_a_same_key_approval_is_pending(stack: Stack) -> None:
+    sid, _ = stack.start(script(
+        [("deploy", {"env": "staging"}), ("deploy", {"env": "prod"})],
+        [("deploy", {"env": "canary"})],
+    ))
+    first, second = stack.pending(sid)
+
+    stack.answer(first["requestId"], "approve")
+
+    assert [e["env"] for e in ran("deploy")] == []  # nothing runs until the whole batch is settled
+    [still] = stack.pending(sid)
+    assert still["requestId"] == second["requestId"]
+
+    stack.answer(second["requestId"], "approve")
+
+    # both ran, then the third call of a later step ran without asking
+    assert [e["env"] for e in ran("deploy")] == ["staging", "prod", "canary"]
+    assert stack.pending(sid) == []
+    assert stack.turn(sid)["status"] == "completed"
+    assert len(stack.history(sid)["turns"][0]["requests"]) == 2
+
+
+def test_once_needs_an_explicit_approve(stack: Stack) -> None:
+    sid, _ = stack.start(script([("deploy", {"env": "a"})], [("deploy", {"env": "b"})]))
+    [first] = stack.pending(sid)
+    stack.answer(first["requestId"], "cancel")
+    [second] = stack.pending(sid)  # a cancel grants nothing: the next call asks again
+    assert second["action"]["input"] == {"env": "b"}
+
+
+def test_custom_policy_status_forms(stack: Stack) -> None:
+    forms = ["true", "false", "none", "not-applicable", "user-approval", "approved", "denied",
+             "approved-dict", "denied-dict"]
+    steps = [[("custom", {"form": f}), ("custom_async", {"form": f})] for f in forms]
+    sid, _ = stack.start(script(*steps))
+
+    asked = []
+    while pending := stack.pending(sid):
+        asked.extend(r["action"]["input"]["form"] for r in pending)
+        for r in pending:
+            stack.answer(r["requestId"], "approve", settle=False)
+        stack.settle()
+
+    assert asked == ["true", "true", "user-approval", "user-approval"]
+    ran_forms = sorted(e["form"] for e in read_ledger())
+    expected = ["approved", "approved-dict", "false", "none", "not-applicable", "true", "user-approval"]
+    assert ran_forms == sorted(expected * 2)
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert "Denied by policy: over the limit" in turn["result"]
+    denied = [c for c in turn["toolCalls"] if c["status"] == "not_run"]
+    assert sorted(c["input"]["form"] for c in denied) == ["denied", "denied", "denied-dict", "denied-dict"]
+
+
+def test_auto_reviewer(stack: Stack) -> None:
+    sid, _ = stack.start(script([("reviewed", {"verdict": v}) for v in ("clear", "caution", "deny", "error", "garbage")]))
+
+    pending = stack.pending(sid)
+    assert sorted(r["action"]["input"]["verdict"] for r in pending) == ["caution", "error", "garbage"]
+    assert [e["verdict"] for e in ran("reviewed")] == ["clear"]
+    assert ran("reviewed")[0]["note"] == "reviewer says clear"
+    for r in pending:
+        stack.answer(r["requestId"], "approve", settle=False)
+    stack.settle()
+    assert sorted(e["verdict"] for e in ran("reviewed")) == ["caution", "clear", "error", "garbage"]
+    assert "reviewer says deny" in stack.turn(sid)["result"]
+
+
+def test_refused_responder_leaves_the_request_open(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
+    [request] = stack.pending(sid)
+    before = len(stack.events(sid))
+
+    result = stack.answer(request["requestId"], "approve", who="bob")
+
+    assert result.status == "refused"
+    assert result.reason == "only alice may answer this request"
+    assert [r["requestId"] for r in stack.pending(sid)] == [request["requestId"]]
+    assert ran("refund") == []
+    tail = stack.events(sid)[before:]
+    assert [(e["type"], e["data"].get("outcome")) for e in tail] == [
+        ("approval.candidate", "pending"), ("approval.candidate", "rejected"), ("turn.waiting", None)]
+    assert tail[1]["data"]["reason"] == "only alice may answer this request"
+
+    assert stack.answer(request["requestId"], "approve", who="alice").status == "settled"
+    assert len(ran("refund")) == 1
+    candidates = stack.history(sid)["turns"][0]["requests"][0]["candidates"]
+    assert [(c["responder"]["principalId"], c["outcome"]) for c in candidates] == [
+        ("bob", "rejected"), ("alice", "allowed")]
+
+
+def test_custom_response_policy(stack: Stack) -> None:
+    sid, _ = stack.start(script([("payout", {"amount": 10})]))
+    [request] = stack.pending(sid)
+
+    refused = stack.answer(request["requestId"], "approve", who="alice")
+    assert (refused.status, refused.reason) == ("refused", "only bob may approve payouts")
+
+    assert stack.answer(request["requestId"], "approve", who="bob").status == "settled"
+    [payout] = ran("payout")
+    assert payout["requester"] == "alice" and payout["responder"] == "bob"
+
+
+def test_a_response_policy_can_wait_for_a_second_person(stack: Stack) -> None:
+    sid, _ = stack.start(script([("wire_transfer", {"amount": 1000})]))
+    [request] = stack.pending(sid)
+
+    assert stack.answer(request["requestId"], "approve", who="alice").status == "pending"
+    assert stack.answer(request["requestId"], "approve", who="alice").status == "pending"
+    assert ran("wire_transfer") == []
+
+    assert stack.answer(request["requestId"], "approve", who="bob").status == "settled"
+    assert len(ran("wire_transfer")) == 1
+
+
+def test_the_same_response_twice_has_one_effect(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 2})]))
+    [request] = stack.pending(sid)
+    stack.answer(request["requestId"], "approve")
+    events = len(stack.events(sid))
+
+    from engine.errors import RequestClosed
+
+    try:
+        stack.answer(request["requestId"], "approve")
+    except RequestClosed as exc:
+        assert "no longer open" in str(exc)
+    else:
+        raise AssertionError("a second answer to a closed request must be refused")
+    assert len(ran("refund")) == 1
+    assert len(stack.events(sid)) == events
+
+
+def test_a_failing_tool_is_reported_to_the_model(stack: Stack) -> None:
+    sid, _ = stack.start(script([("broken", {"reason": "disk full"}), ("nope", {})]))
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    results = {m["toolCallId"]: json.loads(m["content"]) for m in turn["messages"] if m["role"] == "tool"}
+    broken, unknown = (results[c["callId"]]["error"] for c in turn["toolCalls"])
+    assert broken["code"] == "TOOL_ERROR" and "disk full" in broken["message"]
+    assert unknown["code"] == "UNKNOWN_TOOL"
+    assert "disk full" in turn["result"]

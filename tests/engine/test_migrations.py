@@ -1,0 +1,131 @@
+"""The Alembic history builds exactly the tables in engine/tables.py, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, select, text
+from sqlalchemy.engine import make_url
+
+from engine.db import MIGRATIONS, Database
+from engine.tables import Base, Outbox
+from tests.support.services import require_postgres
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Database]:
+    db = Database(f"sqlite:///{tmp_path / 'hitl.db'}")
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def postgres_db() -> Iterator[Database]:
+    """A Database whose connections live in a throwaway schema of the shared test PostgreSQL."""
+    base_url = make_url(require_postgres())
+    schema = f"test_migrations_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base_url)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    db = Database(
+        base_url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False
+        )
+    )
+    try:
+        yield db
+    finally:
+        db.dispose()
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def schema_differences(db: Database) -> list[object]:
+    with db.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        return list(compare_metadata(context, Base.metadata))
+
+
+def assert_ids_autoincrement(db: Database) -> None:
+    now = datetime.now(UTC)
+    with db.write() as session:
+        session.add_all([Outbox(job="a", args=[], available_at=now), Outbox(job="b", args=[1])])
+    with db.read() as session:
+        ids = session.scalars(select(Outbox.id).order_by(Outbox.id)).all()
+    assert len(ids) == 2 and ids[0] < ids[1]
+
+
+def test_upgrade_on_sqlite_matches_the_tables(sqlite_db: Database) -> None:
+    sqlite_db.upgrade()
+
+    assert schema_differences(sqlite_db) == []
+    assert_ids_autoincrement(sqlite_db)
+
+
+def test_upgrade_on_postgres_matches_the_tables(postgres_db: Database) -> None:
+    postgres_db.upgrade()
+
+    assert schema_differences(postgres_db) == []
+    assert_ids_autoincrement(postgres_db)
+    with postgres_db.engine.connect() as conn:
+        assert conn.scalar(text("SELECT current_schema()")).startswith("test_migrations_")
+
+
+def test_downgrade_to_base_then_upgrade_again_on_sqlite(sqlite_db: Database) -> None:
+    sqlite_db.upgrade()
+    command.downgrade(sqlite_db.alembic_config(), "base")
+
+    assert inspect(sqlite_db.engine).get_table_names() == ["alembic_version"]
+
+    sqlite_db.upgrade()
+    assert schema_differences(sqlite_db) == []
+
+
+def test_sqlite_foreign_keys_are_back_on_after_migrating(sqlite_db: Database) -> None:
+    """env.py turns them off while migrating, so batch table copies do not cascade deletes."""
+    sqlite_db.upgrade()
+
+    with sqlite_db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def bare_config(url: str) -> Config:
+    """An Alembic config with a URL and no engine, as a command line would build it."""
+    config = Config(output_buffer=io.StringIO())
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url)
+    return config
+
+
+def test_upgrade_from_a_bare_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bare.db'}"
+    command.upgrade(bare_config(url), "head")
+
+    db = Database(url)
+    try:
+        assert schema_differences(db) == []
+    finally:
+        db.dispose()
+
+
+def test_offline_mode_renders_postgres_sql_from_a_bare_url() -> None:
+    config = bare_config("postgres://nobody@nowhere/none")
+
+    command.upgrade(config, "head", sql=True)
+
+    assert isinstance(config.output_buffer, io.StringIO)
+    sql = config.output_buffer.getvalue()
+    assert "CREATE TABLE outbox (\n    id BIGSERIAL NOT NULL" in sql
+    assert "data JSONB NOT NULL" in sql
+    assert "at TIMESTAMP WITH TIME ZONE NOT NULL" in sql
+    assert "INSERT INTO alembic_version (version_num) VALUES ('0001')" in sql

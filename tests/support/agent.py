@@ -1,0 +1,220 @@
+"""The agent every engine, API and end-to-end test drives, in-process and on RQ workers alike.
+
+Its model reads the turn's user message as a script: `{"steps": [[{"name": ..., "input": ...}], ...],
+"final": "..."}`; each model call plays the next step, then it answers `final` followed by every tool
+result of the turn, so a test can read what the model saw. Tools append what they did to the ledger file
+named by HITL_TEST_LEDGER, which the test process and worker processes share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from engine import (
+    Agent,
+    ApprovalContext,
+    ApprovalPolicy,
+    ModelReply,
+    ResponseContext,
+    ScriptedModel,
+    ToolCallRequest,
+    ToolContext,
+    always,
+    auto,
+    once,
+    tool,
+)
+
+
+def ledger_path() -> Path:
+    return Path(os.environ.get("HITL_TEST_LEDGER", "/tmp/hitl-test-ledger.jsonl"))
+
+
+def record(tool_name: str, ctx: ToolContext | None, **data: Any) -> None:
+    entry = {"tool": tool_name, **data}
+    if ctx is not None:
+        entry |= {
+            "callId": ctx.call_id,
+            "idempotencyKey": ctx.idempotency_key,
+            "requester": ctx.requester.principal_id if ctx.requester else None,
+            "responder": ctx.approval.responder.principal_id if ctx.approval else None,
+            "note": ctx.approval.note if ctx.approval else None,
+        }
+    with ledger_path().open("a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def read_ledger() -> list[dict[str, Any]]:
+    path = ledger_path()
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done") -> str:
+    """The user message that makes the test model play `steps`, then answer `final`."""
+    return json.dumps({
+        "steps": [[{"name": name, "input": data} for name, data in step] for step in steps],
+        "final": final,
+    })
+
+
+def play(messages: list[dict[str, Any]]) -> ModelReply:
+    start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    plan = json.loads(messages[start]["content"])
+    done = sum(1 for m in messages[start:] if m["role"] == "assistant" and m.get("tool_calls"))
+    if done < len(plan["steps"]):
+        return ModelReply(
+            text=f"step {done + 1}",
+            tool_calls=[ToolCallRequest(c["name"], c["input"]) for c in plan["steps"][done]],
+        )
+    results = [m["content"] for m in messages[start:] if m["role"] == "tool"]
+    return ModelReply(text=" | ".join([plan["final"], *results]))
+
+
+@tool
+def lookup(order_id: str) -> dict[str, Any]:
+    """Look up an order (no approval)."""
+    record("lookup", None, order_id=order_id)
+    return {"order": order_id, "status": "shipped"}
+
+
+@tool(approval=always())
+def refund(ctx: ToolContext, charge_id: str, amount: float) -> dict[str, Any]:
+    """Refund a charge (always asks)."""
+    record("refund", ctx, charge_id=charge_id, amount=amount)
+    return {"refunded": amount, "charge": charge_id}
+
+
+@tool(approval=once())
+def deploy(ctx: ToolContext, env: str) -> dict[str, Any]:
+    """Deploy (asks once per session)."""
+    record("deploy", ctx, env=env)
+    return {"deployed": env}
+
+
+def review(messages: list[dict[str, Any]]) -> ModelReply:
+    verdict = json.loads(messages[-1]["content"])["input"]["verdict"]
+    if verdict == "error":
+        raise RuntimeError("reviewer down")
+    if verdict == "garbage":
+        return ModelReply(text="I think it is fine?")
+    return ModelReply(text=json.dumps({"verdict": verdict, "reason": f"reviewer says {verdict}"}))
+
+
+@tool(approval=auto(model=ScriptedModel(review), instructions="Be strict.", criteria=["no prod"]))
+def reviewed(ctx: ToolContext, verdict: str) -> dict[str, Any]:
+    """A call judged by the auto() reviewer."""
+    record("reviewed", ctx, verdict=verdict)
+    return {"ran": verdict}
+
+
+FORMS: dict[str, Any] = {
+    "true": True,
+    "false": False,
+    "none": None,
+    "not-applicable": "not-applicable",
+    "user-approval": "user-approval",
+    "approved": "approved",
+    "denied": "denied",
+    "approved-dict": {"type": "approved", "reason": "low amount"},
+    "denied-dict": {"type": "denied", "reason": "over the limit"},
+}
+
+
+def form_policy(ctx: ApprovalContext) -> Any:
+    return FORMS[ctx.tool_input["form"]]
+
+
+async def async_form_policy(ctx: ApprovalContext) -> Any:
+    await asyncio.sleep(0)
+    return FORMS[ctx.tool_input["form"]]
+
+
+@tool(approval=form_policy)
+def custom(ctx: ToolContext, form: str) -> dict[str, Any]:
+    """Gated by a sync policy returning the status form named by `form`."""
+    record("custom", ctx, form=form)
+    return {"form": form}
+
+
+@tool(approval=async_form_policy)
+def custom_async(ctx: ToolContext, form: str) -> dict[str, Any]:
+    """Gated by an async policy returning the status form named by `form`."""
+    record("custom_async", ctx, form=form)
+    return {"form": form}
+
+
+def only_bob(ctx: ResponseContext) -> dict[str, str]:
+    if ctx.response.responder.principal_id == "bob":
+        return {"status": "allowed"}
+    return {"status": "rejected", "reason": "only bob may approve payouts"}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=only_bob))
+def payout(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A payout only bob may approve."""
+    record("payout", ctx, amount=amount)
+    return {"paid": amount}
+
+
+def two_people(ctx: ResponseContext) -> dict[str, str]:
+    """Approve needs two different people; the first one's response waits."""
+    if ctx.response.decision != "approve":
+        return {"status": "allowed"}
+    others = {c.responder.principal_id for c in ctx.candidates if c.decision == "approve"}
+    others.discard(ctx.response.responder.principal_id)
+    return {"status": "allowed"} if others else {"status": "pending"}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=two_people))
+def wire_transfer(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A transfer two people approve."""
+    record("wire_transfer", ctx, amount=amount)
+    return {"sent": amount}
+
+
+@tool(approval=always())
+def slow_refund(ctx: ToolContext, seconds: float) -> dict[str, Any]:
+    """An approval-gated tool that takes a while (a worker may die while it runs)."""
+    record("slow_refund", ctx, phase="start", again=ctx.previous_attempt_may_have_run)
+    time.sleep(seconds)
+    record("slow_refund", ctx, phase="end")
+    return {"slept": seconds}
+
+
+@tool(idempotent=True)
+def slow_sync(ctx: ToolContext, seconds: float) -> dict[str, Any]:
+    """An idempotent tool that takes a while: safe to run again after a crash."""
+    record("slow_sync", ctx, phase="start")
+    time.sleep(seconds)
+    record("slow_sync", ctx, phase="end")
+    return {"slept": seconds}
+
+
+@tool
+def fragile(ctx: ToolContext, seconds: float) -> dict[str, Any]:
+    """Neither idempotent nor gated: after a crash it is not run again."""
+    record("fragile", ctx, phase="start")
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
+@tool
+def broken(reason: str) -> dict[str, Any]:
+    """Always raises."""
+    raise RuntimeError(reason)
+
+
+agent = Agent(
+    name="test-agent",
+    instructions="You are the test agent.",
+    model=ScriptedModel(play),
+    tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, wire_transfer, slow_refund, slow_sync,
+           fragile, broken],
+)

@@ -1,0 +1,58 @@
+"""Real PostgreSQL and Redis for tests: skip when they are not running, fail if HITL_REQUIRE_SERVICES=1."""
+
+from __future__ import annotations
+
+import os
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+import pytest
+
+DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def require_postgres() -> str:
+    """The SQLAlchemy URL of the test PostgreSQL (`HITL_TEST_DATABASE_URL`), once it answers."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from engine.db import normalize_url
+
+    url = normalize_url(os.environ.get("HITL_TEST_DATABASE_URL", DEFAULT_DATABASE_URL))
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        psycopg.connect(conninfo, connect_timeout=2).close()
+    except psycopg.Error as exc:
+        error = str(exc)
+    else:
+        return url
+    _unavailable(f"PostgreSQL at {make_url(url)!r} is unreachable: {error}")
+
+
+def require_redis() -> str:
+    """The URL of the test Redis (`HITL_TEST_REDIS_URL`), once it answers a PING."""
+    import redis
+
+    url = os.environ.get("HITL_TEST_REDIS_URL", DEFAULT_REDIS_URL)
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        error = str(exc)
+    else:
+        return url
+    finally:
+        client.close()
+    _unavailable(f"Redis at {_without_password(url)} is unreachable: {error}")
+
+
+def _without_password(url: str) -> str:
+    password = urlsplit(url).password
+    return url.replace(f":{password}@", ":***@") if password else url
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("HITL_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{reason} (HITL_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(f"{reason} (set HITL_REQUIRE_SERVICES=1 to make this a failure)")
