@@ -6,10 +6,10 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import Executable, create_engine, event
+from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -91,3 +91,8 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         readonly = connection.get_execution_options().get("hitl_readonly")
         connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+def changed(session: Session, statement: Executable) -> int:
+    """Run an UPDATE and return how many rows it changed (the compare-and-set check)."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount

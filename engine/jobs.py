@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import recovery, runner
-from .runtime import Runtime, current
+from .runtime import current
 
 
 def run_turn(turn_id: str) -> None:

@@ -71,12 +71,10 @@ def request_wire(request: InputRequest) -> dict[str, Any]:
 def request_out(request: InputRequest) -> InputRequestOut:
     return InputRequestOut(
         request_id=request.request_id, session_id=request.session_id, turn_id=request.turn_id,
-        kind=request.kind,  # type: ignore[arg-type]
-        prompt=request.prompt, action=request.action,  # type: ignore[arg-type]
-        options=request.options,  # type: ignore[arg-type]
-        allow_freeform=request.allow_freeform, display=request.display,  # type: ignore[arg-type]
+        kind=request.kind, prompt=request.prompt, action=request.action, options=request.options,
+        allow_freeform=request.allow_freeform, display=request.display,
         requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
-        expires_at=request.expires_at, status=request.status,  # type: ignore[arg-type]
+        expires_at=request.expires_at, status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
         resolved_at=request.resolved_at,
     )

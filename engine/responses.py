@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
+from .db import changed
 from .errors import InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
@@ -145,12 +146,12 @@ def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseR
             return ResponseResult(request_id, "refused", request_out(request), reason)
         outcome = outcome_of(request.kind, checked.option_id)
         response = {"optionId": checked.option_id, "text": checked.text}
-        won = db.execute(
+        won = changed(db,
             update(InputRequest)
             .where(InputRequest.request_id == request_id, InputRequest.status == "pending")
             .values(status="resolved", outcome=outcome, response=response, responder=principal.wire(),
                     resolved_at=rt.now())
-        ).rowcount == 1
+        ) == 1
         if not won:
             candidate.outcome, candidate.reason = "stale", "the request was already settled"
             emit(db, request.session_id, "approval.candidate",

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .agent import Approval, Tool, ToolContext
+from .agent import Approval, ToolContext
+from .db import changed
 from .events import add_message, emit
 from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
@@ -72,10 +73,10 @@ def claim(rt: Runtime, turn_id: str) -> str | None:
         ).first()
         if earlier is not None:
             return None
-        claimed = db.execute(
+        claimed = changed(db,
             update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
             .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now())
-        ).rowcount
+        )
         if claimed != 1:
             return None
         now = rt.now()
@@ -286,7 +287,8 @@ class Driver:
             call = db.get_one(ToolCall, call_id)
             if call.status != "approved":
                 return
-            call.status, call.attempts, call.run_id, call.updated_at = "running", call.attempts + 1, self.run_id, self.rt.now()
+            call.status, call.attempts, call.run_id = "running", call.attempts + 1, self.run_id
+            call.updated_at = self.rt.now()
             emit(db, turn.session_id, "action.called",
                  {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
                  at=self.rt.now())
@@ -385,7 +387,8 @@ class Driver:
                 try:
                     self.agent.tools[call.tool].validate(call.input)
                 except ValueError as exc:
-                    self.finish(db, call, turn.session_id, "failed", None, {"code": "INVALID_INPUT", "message": str(exc)})
+                    error = {"code": "INVALID_INPUT", "message": str(exc)}
+                    self.finish(db, call, turn.session_id, "failed", None, error)
             if calls:
                 return False
             end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "completed", result=reply.text)

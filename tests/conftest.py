@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from engine.executors import InlineExecutor
 from engine.protocol import InputResponse, api_key_principal
 from engine.queries import events_after, list_requests, session_history
 from engine.responses import ResponseResult, submit_responses
-from engine.sessions import open_session
 from engine.runtime import Runtime
+from engine.sessions import open_session
 from engine.tables import Base, Outbox, Turn
 from gateway.app import create_app
 from gateway.settings import Settings
@@ -161,6 +162,16 @@ def worker_env(database_url: str, redis_url: str, queue: str, **extra: str) -> d
     return env
 
 
+def children(pid: int) -> list[int]:
+    """Child processes of `pid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
 class WorkerProcess:
     """A real `hitl worker` process (its own process group, so a test can SIGKILL it and its work horse)."""
 
@@ -171,8 +182,11 @@ class WorkerProcess:
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, sig: int = 9) -> None:
+        """Signal the worker and its work horses (RQ puts each horse in a process group of its own)."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
+            for pid in [*children(self.proc.pid), self.proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, sig) if pid == self.proc.pid else os.kill(pid, sig)
         self.proc.wait(10)
         self.log.close()
 

@@ -144,7 +144,8 @@ def test_custom_policy_status_forms(stack: Stack) -> None:
 
 
 def test_auto_reviewer(stack: Stack) -> None:
-    sid, _ = stack.start(script([("reviewed", {"verdict": v}) for v in ("clear", "caution", "deny", "error", "garbage")]))
+    verdicts = ("clear", "caution", "deny", "error", "garbage")
+    sid, _ = stack.start(script([("reviewed", {"verdict": v}) for v in verdicts]))
 
     pending = stack.pending(sid)
     assert sorted(r["action"]["input"]["verdict"] for r in pending) == ["caution", "error", "garbage"]
@@ -231,3 +232,38 @@ def test_a_failing_tool_is_reported_to_the_model(stack: Stack) -> None:
     assert broken["code"] == "TOOL_ERROR" and "disk full" in broken["message"]
     assert unknown["code"] == "UNKNOWN_TOOL"
     assert "disk full" in turn["result"]
+
+
+def test_twenty_people_answer_at_once_and_exactly_one_settles(stack: Stack) -> None:
+    import threading
+
+    from engine.errors import RequestClosed
+
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 7})]))
+    [request] = stack.pending(sid)
+    barrier = threading.Barrier(20)
+    outcomes: list[str] = []
+
+    def click() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(stack.answer(request["requestId"], "approve", settle=False).status)
+        except RequestClosed:
+            outcomes.append("closed")
+
+    threads = [threading.Thread(target=click) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stack.settle()
+
+    assert outcomes.count("settled") == 1
+    assert sorted(set(outcomes) - {"settled"}) <= ["closed", "stale"]
+    assert len(ran("refund")) == 1
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
+    candidates = turn["requests"][0]["candidates"]
+    assert [c["outcome"] for c in candidates].count("allowed") == 1
+    assert {c["outcome"] for c in candidates} <= {"allowed", "stale"}

@@ -181,18 +181,20 @@ def wire_transfer(ctx: ToolContext, amount: float) -> dict[str, Any]:
 
 @tool(approval=always())
 def slow_refund(ctx: ToolContext, seconds: float) -> dict[str, Any]:
-    """An approval-gated tool that takes a while (a worker may die while it runs)."""
+    """An approval-gated tool that takes a while on its first attempt (a worker may die while it runs)."""
     record("slow_refund", ctx, phase="start", again=ctx.previous_attempt_may_have_run)
-    time.sleep(seconds)
+    if not ctx.previous_attempt_may_have_run:
+        time.sleep(seconds)
     record("slow_refund", ctx, phase="end")
     return {"slept": seconds}
 
 
 @tool(idempotent=True)
 def slow_sync(ctx: ToolContext, seconds: float) -> dict[str, Any]:
-    """An idempotent tool that takes a while: safe to run again after a crash."""
+    """An idempotent tool, slow on its first attempt: safe to run again after a crash."""
     record("slow_sync", ctx, phase="start")
-    time.sleep(seconds)
+    if not ctx.previous_attempt_may_have_run:
+        time.sleep(seconds)
     record("slow_sync", ctx, phase="end")
     return {"slept": seconds}
 

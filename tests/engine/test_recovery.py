@@ -1,0 +1,263 @@
+"""A crashed worker loses nothing; a restart loses nothing; Redis down loses nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from engine.recovery import sweep
+from gateway.settings import Settings
+from tests.conftest import (
+    ROOT,
+    TEST_AGENT,
+    Stack,
+    WorkerProcess,
+    sqlite_settings,
+    truncate_all,
+    worker_env,
+)
+from tests.support.agent import read_ledger, script
+
+LEASE = 3
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def started(tool: str) -> Callable[[], bool]:
+    return lambda: any(e["tool"] == tool and e.get("phase") == "start" for e in read_ledger())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Crashable:
+    """A stack whose runner can be SIGKILLed mid-tool: `doom(...)` starts the work, `kill()` kills it."""
+
+    stack: Stack
+    doom: Callable[[str, str], Callable[[], None]]
+    revive: Callable[[], None]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crashable]:
+    procs: list[WorkerProcess] = []
+    if request.param == "sqlite":
+        settings = sqlite_settings(tmp_path, lease_seconds=LEASE)
+        stack = Stack("sqlite", settings)
+        env = dict(os.environ, DATABASE_URL=settings.database_url, HITL_AGENT=TEST_AGENT,
+                   HITL_LEASE_SECONDS=str(LEASE), PYTHONPATH=str(ROOT))
+        env.pop("REDIS_URL", None)
+
+        def doom(command: str, argument: str) -> Callable[[], None]:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.support.doomed", command, argument], cwd=ROOT,
+                                    env=env, start_new_session=True)
+            return lambda: (os.killpg(proc.pid, 9), proc.wait(10))  # type: ignore[func-returns-value]
+
+        def revive() -> None:
+            return None
+
+    else:
+        url, redis_url = request.getfixturevalue("postgres_url"), request.getfixturevalue("redis_url")
+        truncate_all(url)
+        queue = f"crash-{os.getpid()}-{time.monotonic_ns()}"
+        stack = Stack("postgres", Settings(database_url=url, redis_url=redis_url, queue=queue, agent=TEST_AGENT,
+                                           lease_seconds=LEASE, api_keys={"alice-key": "alice"}))
+        env = worker_env(url, redis_url, queue, HITL_LEASE_SECONDS=str(LEASE), HITL_SWEEP_SECONDS="3600")
+
+        def spawn() -> WorkerProcess:
+            procs.append(WorkerProcess(env, tmp_path / f"worker{len(procs)}.log"))
+            return procs[-1]
+
+        spawn()
+
+        def doom(command: str, argument: str) -> Callable[[], None]:
+            worker = procs[-1]
+            if command == "start":
+                from engine.protocol import api_key_principal
+                from engine.sessions import open_session
+
+                open_session(stack.rt, api_key_principal("alice"), message=argument)
+            else:
+                stack.answer(argument, "approve", settle=False)
+            return lambda: worker.kill(9)
+
+        def revive() -> None:
+            spawn()
+
+    yield Crashable(stack, doom, revive)
+    for proc in procs:
+        proc.kill(15) if proc.proc.poll() is None else None
+    stack.close()
+
+
+def only_session(stack: Stack) -> str:
+    from engine.queries import list_sessions
+
+    [session] = list_sessions(stack.rt)
+    return str(session["id"])
+
+
+def test_a_gated_tool_interrupted_by_a_crash_needs_a_fresh_approval(crashable: Crashable) -> None:
+    stack = crashable.stack
+    sid, _ = stack.start(script([("slow_refund", {"seconds": 60})]))
+    [request] = stack.pending(sid)
+    kill = crashable.doom("answer", request["requestId"])
+    wait_for(started("slow_refund"), what="the tool to start")
+    kill()
+    assert stack.turn(sid)["status"] == "running"
+
+    crashable.revive()
+    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
+    stack.settle()
+
+    turn = stack.turn(sid)
+    assert turn["status"] == "waiting"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "crashed", "interrupted"]
+    [fresh] = stack.pending(sid)
+    assert fresh["requestId"] != request["requestId"]
+    assert "may have partly run" in fresh["prompt"]
+    assert len([e for e in read_ledger() if e["tool"] == "slow_refund"]) == 1  # not re-run without a person
+
+    stack.answer(fresh["requestId"], "approve")
+
+    starts = [e for e in read_ledger() if e["tool"] == "slow_refund" and e["phase"] == "start"]
+    assert [s["again"] for s in starts] == [False, True]
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "crashed", "interrupted", "succeeded"]
+
+
+def test_an_idempotent_tool_runs_again_with_the_same_key(crashable: Crashable) -> None:
+    stack = crashable.stack
+    kill = crashable.doom("start", script([("slow_sync", {"seconds": 60})]))
+    wait_for(started("slow_sync"), what="the tool to start")
+    kill()
+    crashable.revive()
+    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
+    stack.settle()
+
+    sid = only_session(stack)
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["crashed", "succeeded"]
+    starts = [e for e in read_ledger() if e["tool"] == "slow_sync" and e["phase"] == "start"]
+    assert len(starts) == 2 and starts[0]["idempotencyKey"] == starts[1]["idempotencyKey"]
+
+
+def test_an_unsafe_tool_is_not_retried_after_a_crash(crashable: Crashable) -> None:
+    stack = crashable.stack
+    kill = crashable.doom("start", script([("fragile", {"seconds": 60})]))
+    wait_for(started("fragile"), what="the tool to start")
+    kill()
+    crashable.revive()
+    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
+    stack.settle()
+
+    turn = stack.turn(only_session(stack))
+    assert turn["status"] == "completed"
+    assert "TOOL_INTERRUPTED" in turn["result"]
+    assert len([e for e in read_ledger() if e["tool"] == "fragile"]) == 1
+
+
+def test_a_parked_turn_survives_a_restart_of_every_process(stack: Stack, tmp_path: Path,
+                                                            request: pytest.FixtureRequest) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 4})]))
+    [pending] = stack.pending(sid)
+    settings = stack.settings
+    stack.close()
+    worker = None
+    if stack.name == "postgres":
+        # a worker on a queue of its own stands for "every process restarted"
+        settings = settings.model_copy(update={"queue": f"restart-{time.monotonic_ns()}"})
+        worker = WorkerProcess(worker_env(settings.database_url, str(settings.redis_url), settings.queue),
+                               tmp_path / "restarted.log")
+    try:
+        reborn = Stack(stack.name, settings)
+        assert reborn.answer(pending["requestId"], "approve").status == "settled"
+        assert reborn.turn(sid)["status"] == "completed"
+        assert len([e for e in read_ledger() if e["tool"] == "refund"]) == 1
+        reborn.close()
+    finally:
+        if worker:
+            worker.kill(15)
+
+
+@pytest.mark.usefixtures("postgres_url")
+def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -> None:
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed")
+    truncate_all(postgres_url)
+    port = free_port()
+    redis_url = f"redis://127.0.0.1:{port}/0"
+
+    def start_redis() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+        import redis
+
+        wait_for(lambda: _pings(redis.Redis.from_url(redis_url)), timeout=10, what="redis-server")
+        return proc
+
+    redis_proc = start_redis()
+    queue = f"redisdown-{time.monotonic_ns()}"
+    env = worker_env(postgres_url, redis_url, queue, HITL_SWEEP_SECONDS="3600")
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
+                                       agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
+    try:
+        sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 8})]))
+        [pending] = stack.pending(sid)
+        worker.kill(15)
+        redis_proc.terminate()
+        redis_proc.wait(10)
+
+        result = stack.answer(pending["requestId"], "approve", settle=False)
+
+        assert result.status == "settled"  # the answer is stored although Redis is down
+        assert stack.turn(sid)["status"] == "queued"
+        assert read_ledger() == []
+
+        redis_proc = start_redis()
+        worker = WorkerProcess(env, tmp_path / "worker2.log")
+        real_clock = stack.rt.clock
+        stack.rt.clock = lambda: real_clock() + timedelta(seconds=60)
+        assert sweep(stack.rt).pushed >= 1
+        stack.rt.clock = real_clock
+        stack.settle()
+
+        assert stack.turn(sid)["status"] == "completed"
+        assert len([e for e in read_ledger() if e["tool"] == "refund"]) == 1
+    finally:
+        worker.kill(15)
+        redis_proc.terminate()
+        redis_proc.wait(10)
+        stack.close()
+
+
+def _pings(client: object) -> bool:
+    try:
+        return bool(client.ping())  # type: ignore[attr-defined]
+    except Exception:
+        return False
