@@ -1,0 +1,60 @@
+"""DESIGN.md section 2: gateway -> adapters -> engine; nothing points upward, adapters never import each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "engine": {"flask", "werkzeug", "gateway", "adapters", "slack_bolt", "slack_sdk", "twilio"},
+    "adapters": {"gateway", "flask"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", ["engine", "adapters"])
+def test_no_upward_imports(package: str) -> None:
+    problems = []
+    for path in sources(package):
+        for module in imported_modules(path):
+            top = module.split(".")[0]
+            if top in FORBIDDEN[package]:
+                problems.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert problems == []
+
+
+def test_adapters_do_not_import_each_other() -> None:
+    problems = []
+    for path in sources("adapters"):
+        parts = path.relative_to(ROOT / "adapters").parts
+        if len(parts) < 2:
+            continue
+        own = parts[0]
+        for module in imported_modules(path):
+            names = module.split(".")
+            if names[0] == "adapters" and len(names) > 1 and names[1] != own:
+                problems.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert problems == []
+
+
+def test_the_walker_sees_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import flask\nfrom gateway.app import create_app\nfrom . import sibling\n")
+    assert imported_modules(sample) == {"flask", "gateway.app"}
