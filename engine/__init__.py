@@ -1,6 +1,6 @@
 """hitl-gateway engine: durable agent turns that park on people. Platform-free."""
 
-from .agent import Agent, Approval, Tool, ToolContext, tool
+from .agent import Agent, Answer, Approval, Tool, ToolContext, tool
 from .errors import EngineError, InvalidInput, NotFound, RequestClosed
 from .llm import ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
 from .policies import (
@@ -15,9 +15,11 @@ from .policies import (
     requester_only,
 )
 from .protocol import InputResponse, Principal
+from .questions import ask_question
 
 __all__ = [
     "Agent",
+    "Answer",
     "Approval",
     "ApprovalContext",
     "ApprovalPolicy",
@@ -36,6 +38,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolContext",
     "always",
+    "ask_question",
     "auto",
     "never",
     "once",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, get_type_hints
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
 
@@ -24,6 +25,37 @@ class Approval:
     note: str | None = None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A person's answer to `ctx.ask()`; `outcome` is `answered`, or `cancelled` / `ignored` / `expired`
+    when the question was dismissed (the person moved on, the turn was steered, or time ran out)."""
+
+    option_id: str | None
+    text: str | None
+    responder: Principal | None
+    outcome: str = "answered"
+
+    @property
+    def dismissed(self) -> bool:
+        return self.outcome != "answered"
+
+    @property
+    def value(self) -> str | None:
+        """The chosen option, else the typed text."""
+        return self.option_id if self.option_id is not None else self.text
+
+
+class Park(BaseException):  # noqa: N818 - control flow, not an error; BaseException so tools cannot swallow it
+    """Raised by `ctx.ask()` when its answer is not there yet: the runner parks the turn and reruns the tool."""
+
+
+class Workflow(Protocol):
+    def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
+            expires_in: float | timedelta | None) -> Answer: ...
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any: ...
+
+
 @dataclass
 class ToolContext:
     """What a running tool knows: where it runs, for whom (`requester`) and who approved it."""
@@ -34,7 +66,24 @@ class ToolContext:
     requester: Principal | None
     approval: Approval | None
     idempotency_key: str
+    channel: str = "api"
     previous_attempt_may_have_run: bool = False
+    workflow: Workflow | None = field(default=None, repr=False)
+
+    def ask(self, prompt: str, options: Sequence[str | dict[str, Any]] | None = None, allow_freeform: bool = True,
+            expires_in: float | timedelta | None = None) -> Answer:
+        """Ask a person mid-tool. The turn parks; on resume the tool runs again from the top and this
+        call returns the stored answer (asks are matched by their order within the tool)."""
+        if self.workflow is None:
+            raise RuntimeError("ctx.ask() works only inside a running turn")
+        normalized = [o if isinstance(o, dict) else {"label": o} for o in options or []]
+        return self.workflow.ask(prompt, normalized or None, allow_freeform, expires_in)
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn` once for this call and store its JSON result: a side effect before an ask never repeats."""
+        if self.workflow is None:
+            raise RuntimeError("ctx.step() works only inside a running turn")
+        return self.workflow.step(name, fn)
 
 
 class Tool:
@@ -50,6 +99,7 @@ class Tool:
         approval: Any = None,
         approval_key: str | None = None,
         idempotent: bool = False,
+        response: ResponsePolicy | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -59,10 +109,10 @@ class Tool:
         self.idempotent = idempotent
         if isinstance(approval, ApprovalPolicy):
             self.request_policy: Callable[..., Any] = approval.request
-            self.response_policy: ResponsePolicy | None = approval.response
+            self.response_policy: ResponsePolicy | None = approval.response or response
         else:
             self.request_policy = approval if approval is not None else never()
-            self.response_policy = None
+            self.response_policy = response
         self.needs_approval = not isinstance(self.request_policy, never)
         self.takes_context, self.input_model = _input_model(fn, self.name)
 
@@ -117,7 +167,11 @@ def tool(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 
 
 class Agent:
-    """A named model with instructions and tools. `response_policy` applies to requests whose tool sets none."""
+    """A named model with instructions and tools.
+
+    `response_policy` applies to requests whose tool sets none; `max_steps` (model calls per turn) makes a
+    turn that runs past it park on a session-limit prompt (continue / stop).
+    """
 
     def __init__(
         self,
@@ -127,8 +181,12 @@ class Agent:
         tools: list[Tool] | None = None,
         *,
         response_policy: ResponsePolicy | None = None,
+        max_steps: int | None = None,
     ) -> None:
+        if max_steps is not None and max_steps < 1:
+            raise ToolDefinitionError(f"agent {name}: max_steps must be at least 1")
         self.name = name
+        self.max_steps = max_steps
         self.instructions = instructions
         self.model = model
         self.tools = {t.name: t for t in tools or []}

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from .llm import ChatModel
@@ -72,10 +73,26 @@ def to_verdict(status: Any) -> Verdict:
 
 
 class RequestPolicy:
-    """Base of the helpers; any callable `(ApprovalContext) -> status` is a request policy too."""
+    """Base of the helpers; any callable `(ApprovalContext) -> status` is a request policy too.
+
+    `expires_in` (seconds or a timedelta): an approval nobody settles in time resolves `expired`, as if denied.
+    """
+
+    def __init__(self, *, expires_in: float | timedelta | None = None) -> None:
+        self.expires_in = expires_in
 
     def __call__(self, ctx: ApprovalContext) -> Any:
         raise NotImplementedError
+
+
+def expiry(expires_in: float | timedelta | None, now: datetime) -> datetime | None:
+    """When a request opened at `now` expires."""
+    if expires_in is None:
+        return None
+    delta = expires_in if isinstance(expires_in, timedelta) else timedelta(seconds=float(expires_in))
+    if delta <= timedelta(0):
+        raise ValueError("expires_in must be positive")
+    return now + delta
 
 
 class never(RequestPolicy):  # noqa: N801 - the public helpers read as words
@@ -109,7 +126,9 @@ REVIEW_INSTRUCTIONS = (
 class auto(RequestPolicy):  # noqa: N801
     """A reviewer model decides; a review failure or an unparsable verdict asks a person."""
 
-    def __init__(self, model: ChatModel, instructions: str = "", criteria: list[str] | None = None) -> None:
+    def __init__(self, model: ChatModel, instructions: str = "", criteria: list[str] | None = None, *,
+                 expires_in: float | timedelta | None = None) -> None:
+        super().__init__(expires_in=expires_in)
         self.model = model
         self.instructions = instructions
         self.criteria = list(criteria or [])

@@ -10,7 +10,8 @@ from sqlalchemy import select, update
 
 from . import defaults
 from .runtime import Runtime
-from .tables import Outbox, Run, ToolCall, Turn
+from .settlement import close_request
+from .tables import InputRequest, Outbox, Run, ToolCall, Turn
 from .turns import ACTIVE_TURN, latest_run, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SweepReport:
+    expired: int = 0
     recovered: int = 0
     resumed: int = 0
     requeued: int = 0
@@ -39,6 +41,7 @@ def sweep(rt: Runtime) -> SweepReport:
                 Turn.updated_at < now - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS),
             )
         ).scalars())
+    report.expired = expire_requests(rt)
     for turn_id in expired:
         report.recovered += recover_turn(rt, turn_id)
     for turn_id in waiting:
@@ -50,6 +53,23 @@ def sweep(rt: Runtime) -> SweepReport:
     if report != SweepReport():
         log.info("sweep: %s", report)
     return report
+
+
+def expire_requests(rt: Runtime) -> int:
+    """Pending requests past `expiresAt` resolve `expired`; the turn resumes as if denied or dismissed."""
+    with rt.db.read() as db:
+        overdue = list(db.execute(
+            select(InputRequest.request_id, InputRequest.turn_id)
+            .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now())
+        ).all())
+    count = 0
+    for request_id, turn_id in overdue:
+        with rt.transaction() as db:
+            turn = lock_turn(db, turn_id)
+            if close_request(rt, db, request_id, outcome="expired", response=None, responder=None) is not None:
+                count += 1
+                schedule_resume(rt, db, turn)
+    return count
 
 
 def recover_turn(rt: Runtime, turn_id: str) -> int:
@@ -65,7 +85,7 @@ def recover_turn(rt: Runtime, turn_id: str) -> int:
             run.error = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
         db.execute(
             update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == "running")
-            .values(status="unknown", updated_at=now)
+            .values(status="unknown", interrupted=ToolCall.interrupted + 1, updated_at=now)
         )
         db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status="resuming", started_at=now))
         turn.status, turn.lease_until, turn.updated_at = "queued", None, now

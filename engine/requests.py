@@ -13,6 +13,8 @@ from .tables import InputRequest, ToolCall, new_id
 
 APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
 CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
+CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
+STOP = {"id": "stop", "label": "Stop", "style": "danger"}
 OPTION_SYNONYMS = {"deny": "cancel"}
 
 
@@ -32,6 +34,8 @@ def open_request(
     action: dict[str, Any] | None = None,
     request_id: str | None = None,
     expires_at: datetime | None = None,
+    call_id: str | None = None,
+    position: int = 0,
 ) -> InputRequest:
     seq = db.execute(
         select(func.coalesce(func.max(InputRequest.seq), 0)).where(InputRequest.session_id == session_id)
@@ -40,7 +44,7 @@ def open_request(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
         display=display, requested_by=requested_by, status="pending", seq=seq + 1, created_at=now,
-        expires_at=expires_at,
+        expires_at=expires_at, call_id=call_id, position=position,
     )
     db.add(request)
     return request
@@ -48,7 +52,7 @@ def open_request(
 
 def open_approval(
     db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
-    now: datetime, prompt: str | None = None,
+    now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
 ) -> InputRequest:
     """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text."""
     request = open_request(
@@ -56,7 +60,7 @@ def open_approval(
         prompt=prompt or f"Approve {title}?",
         action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
         options=[APPROVE, CANCEL], allow_freeform=False, display="confirmation", requested_by=requested_by,
-        now=now,
+        now=now, expires_at=expires_at, call_id=call.call_id,
     )
     call.status = "awaiting_approval"
     call.approval_request_id = request.request_id

@@ -12,18 +12,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from .db import changed
 from .errors import InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import OPTION_SYNONYMS, request_out
-from .runner import reject_call, session_info
+from .runner import session_info
 from .runtime import Runtime
-from .tables import ApprovalGrant, InputRequest, ResponseCandidate, Session, ToolCall
+from .settlement import close_request
+from .tables import InputRequest, ResponseCandidate, Session, ToolCall
 from .turns import lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -114,20 +114,7 @@ def outcome_of(kind: str, option_id: str | None) -> str:
 def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseResult:
     request_id = checked.response.request_id
     info = ResponseInfo(principal, checked.option_id, checked.text, checked.option_id)
-    with rt.transaction() as db:
-        candidate = ResponseCandidate(
-            request_id=request_id, responder=principal.wire(), decision=info.decision, text=info.text,
-            outcome="pending", created_at=rt.now(),
-        )
-        db.add(candidate)
-        db.flush()
-        candidate_id = candidate.candidate_id
-        request = db.get_one(InputRequest, request_id)
-        emit(db, request.session_id, "approval.candidate",
-             {"candidateId": candidate_id, "requestId": request_id, "outcome": "pending",
-              "responder": principal.wire()}, turn_id=request.turn_id, at=rt.now())
-        context = policy_context(db, request, info, candidate_id)
-        policy = response_policy_for(rt, request)
+    candidate_id, context, policy = record_candidate(rt, request_id, info)
     verdict, reason = judge(rt, policy, context)
     with rt.transaction() as db:
         request = db.get_one(InputRequest, request_id)
@@ -138,59 +125,43 @@ def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseR
             return ResponseResult(request_id, "pending", request_out(request))
         if verdict != "allowed":
             candidate.outcome, candidate.reason = verdict, reason
-            emit(db, request.session_id, "approval.candidate",
-                 {"candidateId": candidate_id, "requestId": request_id, "outcome": verdict,
-                  "responder": principal.wire(), "reason": reason}, turn_id=request.turn_id, at=rt.now())
+            judged(rt, db, request, candidate, principal)
             if request.status == "pending":
                 emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
             return ResponseResult(request_id, "refused", request_out(request), reason)
-        outcome = outcome_of(request.kind, checked.option_id)
         response = {"optionId": checked.option_id, "text": checked.text}
-        won = changed(db,
-            update(InputRequest)
-            .where(InputRequest.request_id == request_id, InputRequest.status == "pending")
-            .values(status="resolved", outcome=outcome, response=response, responder=principal.wire(),
-                    resolved_at=rt.now())
-        ) == 1
-        if not won:
+        settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
+                                response=response, responder=principal)
+        if settled is None:
             candidate.outcome, candidate.reason = "stale", "the request was already settled"
-            emit(db, request.session_id, "approval.candidate",
-                 {"candidateId": candidate_id, "requestId": request_id, "outcome": "stale",
-                  "responder": principal.wire(), "reason": candidate.reason}, turn_id=request.turn_id, at=rt.now())
+            judged(rt, db, request, candidate, principal)
             db.refresh(request)
             return ResponseResult(request_id, "stale", request_out(request), candidate.reason)
         candidate.outcome = "allowed"
-        db.refresh(request)
-        apply_settlement(rt, db, request, principal)
         schedule_resume(rt, db, turn)
-        return ResponseResult(request_id, "settled", request_out(request))
+        return ResponseResult(request_id, "settled", request_out(settled))
 
 
-def apply_settlement(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal) -> None:
-    """The events and effects of a request that just settled (the caller won the compare-and-set)."""
-    now = rt.now()
-    session_id, turn_id = request.session_id, request.turn_id
-    if request.kind == "tool-approval":
-        emit(db, session_id, "approval.settled",
-             {"requestId": request.request_id, "outcome": request.outcome, "responder": responder.wire()},
-             turn_id=turn_id, at=now)
-    emit(db, session_id, "input.resolved", {"resolutions": [{
-        "requestId": request.request_id, "kind": request.kind, "outcome": request.outcome,
-        "response": request.response, "responder": responder.wire(),
-    }]}, turn_id=turn_id, at=now)
-    if request.kind != "tool-approval":
-        return
-    call = db.execute(select(ToolCall).where(ToolCall.approval_request_id == request.request_id)).scalar_one()
-    if request.outcome == "approved":
-        call.status, call.responder, call.updated_at = "approved", responder.wire(), now
-        tool = rt.agent.tools.get(call.tool)
-        if tool is not None:
-            db.add(ApprovalGrant(session_id=session_id, approval_key=tool.approval_key,
-                                 granted_by=responder.wire(), request_id=request.request_id, created_at=now))
-        return
-    note = (request.response or {}).get("text")
-    verb = {"denied": "Cancelled"}.get(request.outcome or "", (request.outcome or "closed").capitalize())
-    reject_call(rt, db, call, f"{verb} by {responder.display_name}" + (f": {note}" if note else ""), session_id)
+def record_candidate(rt: Runtime, request_id: str, info: ResponseInfo) -> tuple[str, ResponseContext, ResponsePolicy]:
+    """Store the response as a pending candidate before any policy code runs: nothing can be lost."""
+    with rt.transaction() as db:
+        candidate = ResponseCandidate(request_id=request_id, responder=info.responder.wire(), decision=info.decision,
+                                      text=info.text, outcome="pending", created_at=rt.now())
+        db.add(candidate)
+        db.flush()
+        request = db.get_one(InputRequest, request_id)
+        judged(rt, db, request, candidate, info.responder)
+        return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
+            response_policy_for(rt, db, request)
+
+
+def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate: ResponseCandidate,
+           responder: Principal) -> None:
+    data = {"candidateId": candidate.candidate_id, "requestId": request.request_id, "outcome": candidate.outcome,
+            "responder": responder.wire()}
+    if candidate.reason:
+        data["reason"] = candidate.reason
+    emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
 
 
 def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str) -> ResponseContext:
@@ -209,10 +180,10 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
                            candidates=candidates)
 
 
-def response_policy_for(rt: Runtime, request: InputRequest) -> ResponsePolicy:
-    """The tool's response policy, else the agent's, else the default requester-only policy."""
-    tool_name = (request.action or {}).get("toolName", "")
-    tool = rt.agent.tools.get(tool_name)
+def response_policy_for(rt: Runtime, db: DbSession, request: InputRequest) -> ResponsePolicy:
+    """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default."""
+    call = db.get(ToolCall, request.call_id) if request.call_id else None
+    tool = rt.agent.tools.get(call.tool) if call else None
     return (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
 
 

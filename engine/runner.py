@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .agent import Approval, ToolContext
+from .agent import Approval, Park, ToolContext
 from .db import changed
 from .events import add_message, emit
-from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, to_verdict
+from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, expiry, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
-from .requests import open_approval, request_wire
+from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
 from .runtime import Runtime
 from .tables import ApprovalGrant, InputRequest, Message, Run, Session, ToolCall, Turn, new_id
+from .tools import DONE, finish_call, input_hash, reject_call
 from .turns import ACTIVE_TURN, end_turn, latest_run, lock_turn, pending_requests
+from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
 
-DONE = ("completed", "failed", "not_run")
-
 
 class LeaseLost(Exception):
-    """Another runner owns the turn now (this one was presumed dead): stop without writing."""
-
-
-def input_hash(data: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """Another runner owns the turn now, or it was cancelled: stop without writing."""
 
 
 def session_info(session: Session) -> SessionInfo:
@@ -52,7 +46,7 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
     try:
         Driver(rt, turn_id, run_id).drive()
     except LeaseLost:
-        log.warning("turn %s: lease lost, leaving it to its new runner", turn_id)
+        log.info("turn %s: no longer ours (cancelled, or presumed dead and recovered)", turn_id)
     except Exception as exc:
         log.exception("turn %s failed", turn_id)
         fail(rt, turn_id, run_id, {"code": "TURN_ERROR", "message": f"{type(exc).__name__}: {exc}"})
@@ -73,10 +67,8 @@ def claim(rt: Runtime, turn_id: str) -> str | None:
         ).first()
         if earlier is not None:
             return None
-        claimed = changed(db,
-            update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
-            .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now())
-        )
+        claimed = changed(db, update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
+                          .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now()))
         if claimed != 1:
             return None
         now = rt.now()
@@ -87,6 +79,7 @@ def claim(rt: Runtime, turn_id: str) -> str | None:
         else:
             run = Run(turn_id=turn_id, seq=1, status="running", started_at=now)
             db.add(run)
+            turn.step_budget = rt.agent.max_steps
             principal = turn.requested_by
             add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
             emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
@@ -123,18 +116,10 @@ class LeaseKeeper:
         while not self._stop.wait(self.rt.lease_seconds / 3):
             try:
                 with self.rt.transaction() as db:
-                    db.execute(
-                        update(Turn).where(Turn.id == self.turn_id, Turn.status == "running")
-                        .values(lease_until=self.rt.lease_until())
-                    )
+                    db.execute(update(Turn).where(Turn.id == self.turn_id, Turn.status == "running")
+                               .values(lease_until=self.rt.lease_until()))
             except Exception:  # a missed renewal is retried; it must not kill the turn
                 log.warning("turn %s: lease renewal failed", self.turn_id, exc_info=True)
-
-
-@dataclass
-class Decision:
-    call_id: str
-    verdict: Verdict
 
 
 class Driver:
@@ -153,86 +138,86 @@ class Driver:
 
     def drive(self) -> None:
         while True:
-            with self.rt.db.read() as db:
-                open_calls = list(
-                    db.execute(
-                        select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
-                        .order_by(ToolCall.step, ToolCall.position)
-                    ).scalars()
-                )
-            if open_calls:
-                if self.work_on_calls(open_calls):
+            calls = self.open_calls()
+            if calls:
+                if self.work_on_calls(calls):
                     return
-                continue
-            if self.call_model():
+            elif self.next_step():
                 return
+
+    def open_calls(self) -> list[ToolCall]:
+        with self.rt.db.read() as db:
+            return list(db.execute(
+                select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
+                .order_by(ToolCall.step, ToolCall.position)
+            ).scalars())
 
     # -- tool calls -------------------------------------------------------------------------------
 
     def work_on_calls(self, calls: list[ToolCall]) -> bool:
-        """Decide proposed calls, run approved ones, then park if any still waits. True when parked."""
-        proposed = [c for c in calls if c.status == "proposed"]
-        if proposed:
-            self.decide(proposed)
-        unknown = [c for c in calls if c.status == "unknown"]
-        if unknown:
-            self.recover(unknown)
-        for call_id in self.ready_calls():
+        """Decide new calls, run the ready ones, open approvals, then park if anything waits. True when parked."""
+        undecided = [c for c in calls if c.status == "proposed" and c.verdict is None]
+        if undecided:
+            self.decide(undecided)
+        if any(c.status == "unknown" for c in calls):
+            self.recover([c for c in calls if c.status == "unknown"])
+        self.reopen_answered_asks()
+        self.open_approvals()
+        for call_id in self.calls_in("approved"):
             self.execute(call_id)
+        self.open_approvals()  # those that waited for a workflow tool of their step
         return self.park_if_waiting()
 
-    def ready_calls(self) -> list[str]:
+    def calls_in(self, status: str) -> list[str]:
         with self.rt.db.read() as db:
-            return list(
-                db.execute(
-                    select(ToolCall.call_id).where(ToolCall.turn_id == self.turn_id, ToolCall.status == "approved")
-                    .order_by(ToolCall.step, ToolCall.position)
-                ).scalars()
-            )
+            return list(db.execute(
+                select(ToolCall.call_id).where(ToolCall.turn_id == self.turn_id, ToolCall.status == status)
+                .order_by(ToolCall.step, ToolCall.position)
+            ).scalars())
 
     def decide(self, calls: list[ToolCall]) -> None:
         with self.rt.db.read() as db:
             turn = db.get_one(Turn, self.turn_id)
             info = session_info(db.get_one(Session, turn.session_id))
             visible = self.visible_grants(db, turn.session_id)
-        decisions: list[Decision] = []
+        verdicts: dict[str, Verdict] = {}
         for call in calls:
             tool = self.agent.tools[call.tool]
-            ctx = ApprovalContext(
-                session=info, tool_name=call.tool, tool_input=call.input, approved_keys=frozenset(visible),
-                call_id=call.call_id, approval_key=tool.approval_key,
-            )
+            ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input,
+                                  approved_keys=frozenset(visible), call_id=call.call_id,
+                                  approval_key=tool.approval_key)
             try:
                 verdict = to_verdict(call_policy(tool.request_policy, ctx))
             except Exception as exc:  # a broken policy must not run the call unreviewed
                 log.warning("request policy of %s failed; asking a person", call.tool, exc_info=True)
                 verdict = Verdict("user-approval", f"request policy error: {exc}")
             if verdict.decision == "user-approval":
-                visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval is pending
-            decisions.append(Decision(call.call_id, verdict))
-        self.record_decisions(decisions)
+                visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval waits
+            verdicts[call.call_id] = verdict
+        self.record_verdicts(verdicts)
 
     def visible_grants(self, db: DbSession, session_id: str) -> set[str]:
-        granted = set(
-            db.execute(select(ApprovalGrant.approval_key).where(ApprovalGrant.session_id == session_id)).scalars()
-        )
-        pending_tools = db.execute(
-            select(ToolCall.tool).join(InputRequest, InputRequest.request_id == ToolCall.approval_request_id)
-            .where(InputRequest.session_id == session_id, InputRequest.status == "pending")
+        granted = set(db.execute(
+            select(ApprovalGrant.approval_key).where(ApprovalGrant.session_id == session_id)
+        ).scalars())
+        waiting = db.execute(
+            select(ToolCall.tool).join(Turn, Turn.id == ToolCall.turn_id).where(
+                Turn.session_id == session_id,
+                (ToolCall.status == "awaiting_approval")
+                | ((ToolCall.status == "proposed") & ToolCall.verdict.is_not(None)),
+            )
         ).scalars()
-        for tool_name in pending_tools:
+        for tool_name in waiting:
             tool = self.agent.tools.get(tool_name)
             granted.discard(tool.approval_key if tool else tool_name)
         return granted
 
-    def record_decisions(self, decisions: list[Decision]) -> None:
+    def record_verdicts(self, verdicts: dict[str, Verdict]) -> None:
         with self.rt.transaction() as db:
             turn = self.fenced(db)
-            now = self.rt.now()
-            opened: list[InputRequest] = []
-            for decision in decisions:
-                call = db.get_one(ToolCall, decision.call_id)
-                verdict = decision.verdict
+            for call_id, verdict in verdicts.items():
+                call = db.get_one(ToolCall, call_id)
+                call.updated_at = self.rt.now()
                 if verdict.decision in ("not-applicable", "approved"):
                     call.status = "approved"
                     if verdict.decision == "approved":
@@ -241,26 +226,59 @@ class Driver:
                     note = f"Denied by policy: {verdict.reason}" if verdict.reason else "Denied by policy"
                     reject_call(self.rt, db, call, note, turn.session_id)
                 else:
-                    tool = self.agent.tools[call.tool]
-                    opened.append(open_approval(
-                        db, call, title=tool.title, session_id=turn.session_id,
-                        requested_by=turn.requested_by, now=now,
-                    ))
-                call.updated_at = now
-            if opened:
-                db.flush()
-                emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
-                     turn_id=turn.id, at=now)
+                    call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
+
+    def open_approvals(self) -> None:
+        """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later."""
+        with self.rt.transaction() as db:
+            turn = self.fenced(db)
+            calls = db.execute(
+                select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status == "proposed",
+                                       ToolCall.verdict.is_not(None))
+                .order_by(ToolCall.step, ToolCall.position)
+            ).scalars().all()
+            unfinished = db.execute(select(ToolCall.step, ToolCall.tool, ToolCall.status).where(
+                ToolCall.turn_id == self.turn_id, ToolCall.status.in_(["awaiting_input", "approved", "running"])
+            )).all()
+            asking = {step for step, name, status in unfinished  # a tool with a ctx may still ctx.ask()
+                      if status == "awaiting_input" or self.agent.tools[name].takes_context}
+            now, opened = self.rt.now(), []
+            for call in calls:
+                if call.step in asking:
+                    continue
+                tool = self.agent.tools[call.tool]
+                expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
+                opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
+                                            requested_by=turn.requested_by, now=now, expires_at=expires_at))
+            self.announce(db, turn, opened)
+
+    def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
+        if opened:
+            db.flush()
+            emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
+                 turn_id=turn.id, at=self.rt.now())
+
+    def reopen_answered_asks(self) -> None:
+        """A workflow call whose questions are all answered runs again from the top."""
+        with self.rt.transaction() as db:
+            self.fenced(db)
+            waiting = db.execute(select(ToolCall).where(
+                ToolCall.turn_id == self.turn_id, ToolCall.status == "awaiting_input")).scalars().all()
+            for call in waiting:
+                open_asks = db.execute(select(func.count()).select_from(InputRequest).where(
+                    InputRequest.call_id == call.call_id, InputRequest.status == "pending")).scalar_one()
+                if not open_asks:
+                    call.status = "approved"
 
     def recover(self, calls: list[ToolCall]) -> None:
         """DESIGN.md rule 12: a call whose worker died while it ran."""
         with self.rt.transaction() as db:
             turn = self.fenced(db)
-            now = self.rt.now()
-            opened = []
+            now, opened = self.rt.now(), []
             for stale in calls:
                 call = db.get_one(ToolCall, stale.call_id)
                 tool = self.agent.tools[call.tool]
+                call.updated_at = now
                 if tool.idempotent:
                     call.status = "approved"
                 elif tool.needs_approval:
@@ -270,16 +288,12 @@ class Driver:
                         "and may have partly run.",
                     ))
                 else:
-                    self.finish(db, call, turn.session_id, "failed", None, {
+                    finish_call(self.rt, db, call, turn.session_id, "failed", None, {
                         "code": "TOOL_INTERRUPTED",
                         "message": f"The worker running {call.tool} stopped; the call may have partly run "
                         "and was not retried.",
                     })
-                call.updated_at = now
-            if opened:
-                db.flush()
-                emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
-                     turn_id=turn.id, at=now)
+            self.announce(db, turn, opened)
 
     def execute(self, call_id: str) -> None:
         with self.rt.transaction() as db:
@@ -287,28 +301,36 @@ class Driver:
             call = db.get_one(ToolCall, call_id)
             if call.status != "approved":
                 return
+            if call.attempts == 0 or call.interrupted:
+                emit(db, turn.session_id, "action.called",
+                     {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
+                     at=self.rt.now())
             call.status, call.attempts, call.run_id = "running", call.attempts + 1, self.run_id
             call.updated_at = self.rt.now()
-            emit(db, turn.session_id, "action.called",
-                 {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
-                 at=self.rt.now())
             ctx = self.tool_context(db, turn, call)
-            data, expected_hash, attempts = dict(call.input), call.input_hash, call.attempts
-        tool = self.agent.tools[call.tool]
+            tool, data, expected_hash = self.agent.tools[call.tool], dict(call.input), call.input_hash
         output, error = None, None
         if input_hash(data) != expected_hash:
             error = {"code": "INPUT_CHANGED", "message": "the call's input differs from what was approved"}
         else:
-            ctx.previous_attempt_may_have_run = attempts > 1
             try:
                 output = tool.invoke(ctx, data)
                 json.dumps(output)
+            except Park:
+                self.await_input(call_id)
+                return
             except Exception as exc:
                 error = {"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"}
         with self.rt.transaction() as db:
             turn = self.fenced(db)
             call = db.get_one(ToolCall, call_id)
-            self.finish(db, call, turn.session_id, "failed" if error else "completed", output, error)
+            finish_call(self.rt, db, call, turn.session_id, "failed" if error else "completed", output, error)
+
+    def await_input(self, call_id: str) -> None:
+        with self.rt.transaction() as db:
+            self.fenced(db)
+            call = db.get_one(ToolCall, call_id)
+            call.status, call.updated_at = "awaiting_input", self.rt.now()
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
@@ -319,24 +341,14 @@ class Driver:
                 approval = Approval(request.request_id, responder, (request.response or {}).get("text"))
         elif call.responder:
             approval = Approval("policy", APP_PRINCIPAL, (call.responder.get("attributes") or {}).get("reason"))
+        session = db.get_one(Session, turn.session_id)
         return ToolContext(
             session_id=turn.session_id, turn_id=turn.id, call_id=call.call_id,
             requester=principal_or_none(turn.requested_by), approval=approval,
-            idempotency_key=f"idem_{call.call_id}",
+            idempotency_key=f"idem_{call.call_id}", channel=session.channel,
+            previous_attempt_may_have_run=call.interrupted > 0,
+            workflow=CallWorkflow(self.rt, call.call_id, self.fenced),
         )
-
-    def finish(
-        self, db: DbSession, call: ToolCall, session_id: str, status: str, output: Any, error: dict[str, Any] | None
-    ) -> None:
-        call.status = status
-        call.result = {"status": status, "output": output, "error": error}
-        call.updated_at = self.rt.now()
-        data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
-        if error:
-            data["error"] = error
-        emit(db, session_id, "action.result", data, turn_id=call.turn_id, at=self.rt.now())
-        content = json.dumps({"error": error} if error else output)
-        add_message(db, session_id, call.turn_id, "tool", content=content, tool_call_id=call.call_id)
 
     def park_if_waiting(self) -> bool:
         with self.rt.transaction() as db:
@@ -352,58 +364,95 @@ class Driver:
 
     # -- the model ----------------------------------------------------------------------------------
 
+    def next_step(self) -> bool:
+        """Call the model unless the step budget is spent (then ask to continue). True when parked or ended."""
+        with self.rt.db.read() as db:
+            turn = db.get_one(Turn, self.turn_id)
+            over_budget = turn.step_budget is not None and turn.steps >= turn.step_budget
+            limit = db.get(InputRequest, limit_request_id(turn)) if over_budget else None
+        if not over_budget:
+            return self.call_model()
+        if limit is not None and limit.status == "resolved":
+            self.stop()  # a `continue` raised the budget; anything else ends the turn
+            return True
+        self.ask_to_continue()
+        return self.park_if_waiting()
+
+    def ask_to_continue(self) -> None:
+        with self.rt.transaction() as db:
+            turn = self.fenced(db)
+            request_id = limit_request_id(turn)
+            if db.get(InputRequest, request_id) is not None:
+                return
+            request = open_request(
+                db, session_id=turn.session_id, turn_id=turn.id, run_id=self.run_id, kind="session-limit",
+                prompt=f"The agent has taken {turn.steps} steps on this request. Let it continue?",
+                options=[CONTINUE, STOP], allow_freeform=False, display="confirmation",
+                requested_by=turn.requested_by, now=self.rt.now(), request_id=request_id,
+            )
+            self.announce(db, turn, [request])
+
+    def stop(self) -> None:
+        with self.rt.transaction() as db:
+            turn = self.fenced(db)
+            end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "cancelled")
+
     def call_model(self) -> bool:
         """Ask the model for its next step; True when the turn ended."""
         with self.rt.db.read() as db:
             turn = db.get_one(Turn, self.turn_id)
-            transcript = model_view(self.agent.instructions, load_messages(db, turn.session_id))
-        reply = self.agent.model.complete(transcript, self.agent.tool_specs())
+            messages = load_messages(db, turn.session_id)
+        seen = messages[-1].seq if messages else 0
+        reply = self.agent.model.complete(model_view(self.agent.instructions, messages), self.agent.tool_specs())
         with self.rt.transaction() as db:
             turn = self.fenced(db)
             now = self.rt.now()
             turn.steps += 1
-            calls = []
-            for position, request in enumerate(reply.tool_calls):
-                call = ToolCall(
-                    call_id=new_id("call"), turn_id=turn.id, run_id=self.run_id, step=turn.steps,
-                    position=position, tool=request.name, input=dict(request.input),
-                    input_hash=input_hash(dict(request.input)), status="proposed", created_at=now, updated_at=now,
-                )
-                calls.append(call)
-            wire_calls = [
-                {"id": c.call_id, "type": "function",
-                 "function": {"name": c.tool, "arguments": json.dumps(c.input)}}
-                for c in calls
+            calls = [
+                ToolCall(call_id=new_id("call"), turn_id=turn.id, run_id=self.run_id, step=turn.steps,
+                         position=position, tool=request.name, input=dict(request.input),
+                         input_hash=input_hash(dict(request.input)), status="proposed", created_at=now,
+                         updated_at=now)
+                for position, request in enumerate(reply.tool_calls)
             ]
-            add_message(db, turn.session_id, turn.id, "assistant", content=reply.text, tool_calls=wire_calls or None)
+            wire_calls = [{"id": c.call_id, "type": "function",
+                           "function": {"name": c.tool, "arguments": json.dumps(c.input)}} for c in calls]
+            add_message(db, turn.session_id, turn.id, "assistant", content=reply.text,
+                        tool_calls=wire_calls or None)
             if reply.text:
                 emit(db, turn.session_id, "assistant.message", {"text": reply.text}, turn_id=turn.id, at=now)
             for call in calls:
                 db.add(call)
-                if call.tool not in self.agent.tools:
-                    self.finish(db, call, turn.session_id, "failed", None,
-                                {"code": "UNKNOWN_TOOL", "message": f"there is no tool named {call.tool}"})
-                    continue
-                try:
-                    self.agent.tools[call.tool].validate(call.input)
-                except ValueError as exc:
-                    error = {"code": "INVALID_INPUT", "message": str(exc)}
-                    self.finish(db, call, turn.session_id, "failed", None, error)
-            if calls:
+                self.reject_unusable(db, turn, call)
+            if calls or steered_since(db, turn, seen):
                 return False
             end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "completed", result=reply.text)
             return True
 
+    def reject_unusable(self, db: DbSession, turn: Turn, call: ToolCall) -> None:
+        """A call to a tool that does not exist, or with input that does not fit, fails at once."""
+        tool = self.agent.tools.get(call.tool)
+        try:
+            if tool is None:
+                raise LookupError(f"there is no tool named {call.tool}")
+            tool.validate(call.input)
+        except LookupError as exc:
+            finish_call(self.rt, db, call, turn.session_id, "failed", None, {"code": "UNKNOWN_TOOL",
+                                                                            "message": str(exc)})
+        except ValueError as exc:
+            finish_call(self.rt, db, call, turn.session_id, "failed", None, {"code": "INVALID_INPUT",
+                                                                            "message": str(exc)})
 
-def reject_call(rt: Runtime, db: DbSession, call: ToolCall, note: str, session_id: str) -> None:
-    """A call that will not run: `not_run`, a rejected action.result, and a denial the model reads."""
-    error = {"code": "TOOL_EXECUTION_DENIED", "message": note}
-    call.status = "not_run"
-    call.result = {"status": "rejected", "output": None, "error": error}
-    call.updated_at = rt.now()
-    emit(db, session_id, "action.result", {"callId": call.call_id, "status": "rejected", "output": None,
-                                           "error": error}, turn_id=call.turn_id, at=rt.now())
-    add_message(db, session_id, call.turn_id, "tool", content=json.dumps({"error": error}), tool_call_id=call.call_id)
+
+def limit_request_id(turn: Turn) -> str:
+    """Deterministic per violation: an old limit prompt can never answer a newer one."""
+    return f"limit-{turn.id}-{turn.steps}"
+
+
+def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
+    """Did the turn's person send a message while the model was thinking? Then the model reads it first."""
+    return db.execute(select(Message.id).where(
+        Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user").limit(1)).first() is not None
 
 
 def load_messages(db: DbSession, session_id: str) -> list[Message]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import InvalidInput, NotFound
+from .errors import InvalidInput
 from .protocol import Principal
 from .runtime import Runtime
 from .tables import Session, Turn
@@ -35,15 +35,6 @@ def open_session(
             session.address = f"{channel}:{session.id}:"
         turn_id = queue_turn(rt, db, session, initiator, message) if message is not None else None
         return Opened(session.id, turn_id)
-
-
-def post_message(rt: Runtime, session_id: str, principal: Principal | None, text: str) -> str:
-    """A user message: a new turn, started now when the session is idle, else after the active turn ends."""
-    with rt.transaction() as db:
-        session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
-        if session is None:
-            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-        return queue_turn(rt, db, session, principal, text)
 
 
 def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str) -> str:

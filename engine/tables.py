@@ -80,6 +80,7 @@ class Session(Base):
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
+    delivered_seq: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -98,6 +99,7 @@ class Turn(Base):
     result: Mapped[str | None] = mapped_column(Text)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     steps: Mapped[int] = mapped_column(Integer, default=0)
+    step_budget: Mapped[int | None] = mapped_column(Integer)
     lease_until: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -127,7 +129,7 @@ class Message(Base):
 
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     seq: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
@@ -144,7 +146,7 @@ class ToolCall(Base):
 
     call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)
     tool: Mapped[str] = mapped_column(String(200))
@@ -152,9 +154,12 @@ class ToolCall(Base):
     input_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(24), default="proposed")
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    approval_request_id: Mapped[str | None] = mapped_column(String(64))
+    approval_request_id: Mapped[str | None] = mapped_column(String(80))
     responder: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    stored_steps: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    interrupted: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -165,7 +170,9 @@ class InputRequest(Base):
     request_id: Mapped[str] = mapped_column(String(80), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    call_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))
     prompt: Mapped[str] = mapped_column(Text)
     action: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -253,3 +260,34 @@ class Outbox(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column()
 
     __table_args__ = (Index("ix_outbox_enqueued_at_available_at", "enqueued_at", "available_at"),)
+
+
+class Post(Base):
+    """Something a channel posted for a session (a request's card, an assistant message), by a stable key,
+    with the platform's reference (Slack ts, Twilio sid, GitHub comment id): a retried job never posts twice."""
+
+    __tablename__ = "posts"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(200))
+    channel: Mapped[str] = mapped_column(String(32))
+    ref: Mapped[str | None] = mapped_column(String(200))
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("session_id", "key"),)
+
+
+class Contact(Base):
+    """A channel address's reachability (an SMS number that said STOP is `unreachable`)."""
+
+    __tablename__ = "contacts"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    address: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="reachable")
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("channel", "address"),)

@@ -14,6 +14,13 @@ from .tables import InputRequest, Run, Session, Turn
 ACTIVE_TURN = ("queued", "running", "waiting")
 
 
+def active_turn(db: DbSession, session_id: str) -> Turn | None:
+    """The session's current turn: the earliest one not yet ended."""
+    return db.execute(
+        select(Turn).where(Turn.session_id == session_id, Turn.status.in_(ACTIVE_TURN)).order_by(Turn.seq).limit(1)
+    ).scalar_one_or_none()
+
+
 def lock_turn(db: DbSession, turn_id: str) -> Turn:
     """Load a turn with its row locked (PostgreSQL); SQLite already holds the database write lock."""
     return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
@@ -52,14 +59,16 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
 
 
 def end_turn(
-    rt: Runtime, db: DbSession, turn: Turn, run: Run, status: str, *, result: str | None = None,
+    rt: Runtime, db: DbSession, turn: Turn, run: Run | None, status: str, *, result: str | None = None,
     error: dict[str, Any] | None = None,
 ) -> None:
-    """Close the turn and its run, then start the session's next queued turn or report it idle."""
+    """Close the turn and its active run (an interrupted run stays as it was), then start the session's next
+    queued turn or report it idle."""
     now = rt.now()
-    run.status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
-    run.ended_at = now
-    run.error = error
+    if run is not None and run.status in ("running", "resuming"):
+        run.status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
+        run.ended_at = now
+        run.error = error
     turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
     if status == "completed":
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)

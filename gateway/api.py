@@ -5,33 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from pydantic import Field, model_validator
 
-from engine.protocol import InputResponse, ResponseBody, StrictWireModel
+from engine.conversation import cancel_turn, post_message
+from engine.protocol import InputResponse, ResponseBody
 from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
 from engine.responses import submit_responses
 from engine.runtime import Runtime
-from engine.sessions import open_session, post_message
+from engine.sessions import open_session
 
+from . import stream
 from .auth import current_principal
 from .errors import ApiError
+from .schemas import MAX_QUERY_INT, NewSession, SessionInput
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-
-class NewSession(StrictWireModel):
-    message: str | None = Field(None, min_length=1)
-
-
-class SessionInput(StrictWireModel):
-    message: str | None = Field(None, min_length=1)
-    input_responses: list[InputResponse] | None = Field(None, min_length=1)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SessionInput:
-        if (self.message is None) == (self.input_responses is None):
-            raise ValueError("send exactly one of message or inputResponses")
-        return self
 
 
 def runtime() -> Runtime:
@@ -50,9 +37,27 @@ def int_arg(name: str, default: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    if not raw.isdigit():
-        raise ApiError(400, "invalid_query", f"`{name}` must be a non-negative integer", {"parameter": name})
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_QUERY_INT:
+        raise ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
+                       {"parameter": name})
     return int(raw)
+
+
+def has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+@bp.before_request
+def refuse_nul_characters() -> None:
+    """PostgreSQL text cannot hold NUL: ids, queries and bodies carrying one are a 400 on every database."""
+    if has_nul([request.view_args or {}, request.args.to_dict(flat=False), request.get_json(silent=True)]):
+        raise ApiError(400, "invalid_text", "text may not contain NUL (\\u0000) characters")
 
 
 @bp.post("/sessions")
@@ -77,10 +82,18 @@ def session_input(session_id: str) -> tuple[Response, int]:
     principal = current_principal()
     payload = SessionInput.model_validate(body())
     if payload.message is not None:
-        turn_id = post_message(runtime(), session_id, principal, payload.message)
-        return jsonify({"turnId": turn_id}), 202
+        posted = post_message(runtime(), session_id, principal, payload.message, payload.turn_policy or "steer")
+        return jsonify({"turnId": posted.turn_id, "effect": posted.effect,
+                        "results": [r.wire() for r in posted.results]}), 202
     results = submit_responses(runtime(), principal, payload.input_responses or [], session_id=session_id)
     return jsonify({"results": [r.wire() for r in results]}), 202
+
+
+@bp.post("/sessions/<session_id>/cancel")
+def cancel(session_id: str) -> tuple[Response, int]:
+    """Cancel the session's running or waiting turn (409 when there is none)."""
+    principal = current_principal()
+    return jsonify({"turnId": cancel_turn(runtime(), session_id, principal)}), 202
 
 
 @bp.get("/sessions/<session_id>")
@@ -91,6 +104,9 @@ def session(session_id: str) -> Response:
 
 @bp.get("/sessions/<session_id>/events")
 def events(session_id: str) -> Response:
+    """`{events: [...]}`, or a live Server-Sent Events stream when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.event_stream(session_id)
     current_principal()
     return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0))})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import api, errors, health
+from . import api, console, errors, health, metrics, openapi
 from .compose import build_runtime
 from .settings import Settings
 
@@ -18,4 +18,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     errors.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(openapi.bp)
+    app.register_blueprint(metrics.bp)
+    app.register_blueprint(console.bp)
     return app

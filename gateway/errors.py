@@ -9,11 +9,11 @@ from flask import Flask, Response, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from engine.errors import EngineError, InvalidInput, NotFound, RequestClosed, ResponseRefused
+from engine.errors import Conflict, EngineError, InvalidInput, NotFound, RequestClosed, ResponseRefused
 
 log = logging.getLogger(__name__)
 
-STATUS = {NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403}
+STATUS = {NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403, Conflict: 409}
 
 
 class ApiError(Exception):

@@ -16,6 +16,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import select, text
 
+from engine.conversation import Posted, post_message
 from engine.executors import InlineExecutor
 from engine.protocol import InputResponse, api_key_principal
 from engine.queries import events_after, list_requests, session_history
@@ -56,7 +57,7 @@ class Stack:
             client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
         return client
 
-    def settle(self, timeout: float = 30.0) -> None:
+    def settle(self, timeout: float = 60.0) -> None:
         """Wait until no job is left: no turn running or ready to run, no outbox row unpushed."""
         if isinstance(self.rt.executor, InlineExecutor):
             assert self.rt.executor.join(timeout), "in-process jobs did not finish"
@@ -104,6 +105,13 @@ class Stack:
             self.settle()
         return result
 
+    def say(self, session_id: str, text: str, who: str | None = "alice", turn_policy: str = "steer") -> Posted:
+        """`who` sends a message to the session, as a channel or the API would; waits for the jobs."""
+        posted = post_message(self.rt, session_id, api_key_principal(who) if who else None, text,
+                              turn_policy)  # type: ignore[arg-type]
+        self.settle()
+        return posted
+
     def events(self, session_id: str) -> list[dict[str, Any]]:
         return events_after(self.rt, session_id)
 
@@ -129,18 +137,26 @@ def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The test PostgreSQL, migrated to head once per test session (tables of earlier runs dropped)."""
-    url = require_postgres()
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL database of this test session's own (so parallel runs never meet), migrated to head."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
     from engine.db import Database
 
+    base = require_postgres()
+    name = f"hitl_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(base).set(database=name).render_as_string(hide_password=False)
     db = Database(url)
-    with db.engine.begin() as conn:
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
     db.upgrade()
     db.dispose()
-    return url
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 @pytest.fixture(scope="session")

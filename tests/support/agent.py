@@ -1,8 +1,9 @@
 """The agent every engine, API and end-to-end test drives, in-process and on RQ workers alike.
 
-Its model reads the turn's user message as a script: `{"steps": [[{"name": ..., "input": ...}], ...],
+Its model reads the turn's latest user message as a script: `{"steps": [[{"name": ..., "input": ...}], ...],
 "final": "..."}`; each model call plays the next step, then it answers `final` followed by every tool
-result of the turn, so a test can read what the model saw. Tools append what they did to the ledger file
+result of the turn, so a test can read what the model saw. A message that is not a script gets
+"noted: <message>". Tools append what they did to the ledger file
 named by HITL_TEST_LEDGER, which the test process and worker processes share.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,14 @@ from engine import (
     ToolCallRequest,
     ToolContext,
     always,
+    ask_question,
     auto,
     once,
     tool,
 )
+
+MAX_STEPS = 12
+"""Model calls per turn before the agent asks whether to continue."""
 
 
 def ledger_path() -> Path:
@@ -66,7 +72,11 @@ def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done") -> str
 
 def play(messages: list[dict[str, Any]]) -> ModelReply:
     start = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    plan = json.loads(messages[start]["content"])
+    try:
+        plan = json.loads(messages[start]["content"])
+        plan["steps"]
+    except (ValueError, TypeError, KeyError):  # a plain message (a steer, a late answer): acknowledge, end
+        return ModelReply(text=f"noted: {messages[start]['content']}")
     done = sum(1 for m in messages[start:] if m["role"] == "assistant" and m.get("tool_calls"))
     if done < len(plan["steps"]):
         return ModelReply(
@@ -84,7 +94,7 @@ def lookup(order_id: str) -> dict[str, Any]:
     return {"order": order_id, "status": "shipped"}
 
 
-@tool(approval=always())
+@tool(approval=always(expires_in=600))
 def refund(ctx: ToolContext, charge_id: str, amount: float) -> dict[str, Any]:
     """Refund a charge (always asks)."""
     record("refund", ctx, charge_id=charge_id, amount=amount)
@@ -208,6 +218,26 @@ def fragile(ctx: ToolContext, seconds: float) -> dict[str, Any]:
 
 
 @tool
+def survey(ctx: ToolContext, topic: str) -> dict[str, Any]:
+    """A workflow tool: a side effect in a step, then three questions, then a result."""
+    ticket = ctx.step("open-ticket", lambda: record("survey", ctx, phase="ticket", topic=topic) or f"T-{topic}")
+    color = ctx.ask("Which color?", options=["Red", "Blue"])
+    size = ctx.ask("Which size?", options=[{"label": "S", "description": "small"}, {"label": "L"}],
+                   expires_in=3600)
+    comment = ctx.ask("Any comment?")
+    record("survey", ctx, phase="done", color=color.value, size=size.value, comment=comment.value)
+    return {"ticket": ticket, "color": color.value, "size": size.value, "comment": comment.value,
+            "dismissed": [a.outcome for a in (color, size, comment) if a.dismissed]}
+
+
+@tool
+def ask_then_fail(ctx: ToolContext) -> dict[str, Any]:
+    """Asks, then raises: the failure reaches the model as a tool error."""
+    answer = ctx.ask("Proceed?", options=["Yes please", "No thanks"])
+    raise RuntimeError(f"failed after {answer.value}")
+
+
+@tool
 def broken(reason: str) -> dict[str, Any]:
     """Always raises."""
     raise RuntimeError(reason)
@@ -218,5 +248,6 @@ agent = Agent(
     instructions="You are the test agent.",
     model=ScriptedModel(play),
     tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, wire_transfer, slow_refund, slow_sync,
-           fragile, broken],
+           fragile, broken, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
+    max_steps=MAX_STEPS,
 )

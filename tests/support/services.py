@@ -1,7 +1,8 @@
-"""Real PostgreSQL and Redis for tests: skip when they are not running, fail if HITL_REQUIRE_SERVICES=1."""
+"""Real PostgreSQL, Redis and a browser for tests: skip when they are missing, fail if HITL_REQUIRE_SERVICES=1."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -10,6 +11,7 @@ import pytest
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+CHROMIUM = "/usr/bin/chromium"
 
 
 def require_postgres() -> str:
@@ -45,6 +47,18 @@ def require_redis() -> str:
     finally:
         client.close()
     _unavailable(f"Redis at {_without_password(url)} is unreachable: {error}")
+
+
+def require_browser() -> str:
+    """The path of Debian's chromium, once it and the playwright package (which drives it) are installed."""
+    missing = []
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("the playwright package (pip install playwright; never `playwright install`)")
+    if not os.access(CHROMIUM, os.X_OK):
+        missing.append(f"{CHROMIUM} (apt-get install chromium)")
+    if missing:
+        _unavailable("browser tests need " + " and ".join(missing))
+    return CHROMIUM
 
 
 def _without_password(url: str) -> str:

@@ -1,0 +1,173 @@
+"""What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
+
+* A message that matches the first open request answers it (a session-limit prompt first, else the earliest).
+* A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
+  open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
+  the turn to end instead, unless an approval is held (a held turn cannot end without a person).
+* Messages from other people wait until the turn ends (a queued turn).
+* An answer to a request that already closed authorizes nothing: it becomes a user message saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlalchemy import case, select
+from sqlalchemy.orm import Session as DbSession
+
+from .errors import Conflict, InvalidInput, NotFound, RequestClosed
+from .events import add_message, emit
+from .protocol import InputResponse, Principal
+from .replies import match_reply
+from .responses import ResponseResult, submit_responses
+from .runtime import Runtime
+from .sessions import queue_turn
+from .settlement import close_request
+from .tables import InputRequest, Session, ToolCall, Turn
+from .tools import DONE, reject_call
+from .turns import active_turn, end_turn, latest_run, lock_turn, schedule_resume
+
+TurnPolicy = Literal["steer", "queue"]
+
+
+@dataclass
+class Posted:
+    """What a message did: `answered` a request, `steered` the turn, `queued` or `started` a turn, or was `noted`."""
+
+    effect: Literal["answered", "steered", "queued", "started", "noted"]
+    turn_id: str
+    results: list[ResponseResult] = field(default_factory=list)
+
+
+def post_message(
+    rt: Runtime, session_id: str, principal: Principal | None, text: str, turn_policy: TurnPolicy = "steer"
+) -> Posted:
+    if not text.strip():
+        raise InvalidInput("a message needs some text")
+    with rt.transaction() as db:
+        session = lock_session(db, session_id)
+        turn = active_turn(db, session_id)
+        if turn is None or turn.status == "queued":
+            new_turn = queue_turn(rt, db, session, principal, text)
+            return Posted("started" if turn is None else "queued", new_turn)
+        turn = lock_turn(db, turn.id)
+        open_requests = pending_in_order(db, turn.id)
+        answer = typed_answer(open_requests, text, principal)
+        if answer is not None and principal is not None:
+            emit(db, session_id, "message.received", {"text": text, "principal": principal.wire()},
+                 turn_id=turn.id, at=rt.now())
+        elif open_requests and open_requests[0].kind == "session-limit":
+            note(rt, db, turn, principal, text)  # read once the person lets the turn continue
+            return Posted("noted", turn.id)
+        elif owns(turn, principal) and (turn_policy == "steer" or holds_approval(open_requests)):
+            steer(rt, db, turn, open_requests, principal, text)
+            return Posted("steered", turn.id)
+        else:
+            return Posted("queued", queue_turn(rt, db, session, principal, text))
+    assert principal is not None
+    return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+
+
+def lock_session(db: DbSession, session_id: str) -> Session:
+    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
+    if session is None:
+        raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+    return session
+
+
+def pending_in_order(db: DbSession, turn_id: str) -> list[InputRequest]:
+    """The turn's open requests in the order typed replies answer them: a session-limit prompt first."""
+    first = case((InputRequest.kind == "session-limit", 0), else_=1)
+    return list(db.execute(
+        select(InputRequest).where(InputRequest.turn_id == turn_id, InputRequest.status == "pending")
+        .order_by(first, InputRequest.seq)
+    ).scalars())
+
+
+def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
+    """A typed reply answers only the first open request; a policy-gated approval never by unverified text."""
+    if not open_requests:
+        return None
+    first = open_requests[0]
+    if first.kind == "tool-approval" and principal is None:
+        return None
+    reply = match_reply(first.options, first.allow_freeform, text)
+    if reply is None:
+        return None
+    return InputResponse(request_id=first.request_id, option_id=reply.option_id, text=reply.text)
+
+
+def owns(turn: Turn, principal: Principal | None) -> bool:
+    requester = turn.requested_by
+    if principal is None or requester is None:
+        return principal is None and requester is None
+    return principal.same_as(Principal.model_validate(requester))
+
+
+def holds_approval(open_requests: list[InputRequest]) -> bool:
+    return any(r.kind == "tool-approval" for r in open_requests)
+
+
+def note(rt: Runtime, db: DbSession, turn: Turn, principal: Principal | None, text: str) -> None:
+    """Add a user message to the turn's transcript; the model reads it at its next step."""
+    who = principal.wire() if principal else None
+    add_message(db, turn.session_id, turn.id, "user", content=text, principal=who)
+    emit(db, turn.session_id, "message.received", {"text": text, "principal": who}, turn_id=turn.id, at=rt.now())
+
+
+def steer(rt: Runtime, db: DbSession, turn: Turn, open_requests: list[InputRequest], principal: Principal | None,
+          text: str) -> None:
+    note(rt, db, turn, principal, text)
+    for request in open_requests:
+        outcome = "ignored" if request.kind == "tool-approval" else "cancelled"
+        close_request(rt, db, request.request_id, outcome=outcome, response=None, responder=principal)
+    schedule_resume(rt, db, turn)
+
+
+def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> str:
+    """Stop the session's current turn: open requests resolve `cancelled`, stopped calls get
+    `action.result{cancelled}`, then `turn.cancelled` and `session.waiting` (or the next queued turn starts)."""
+    with rt.transaction() as db:
+        lock_session(db, session_id)
+        current = active_turn(db, session_id)
+        if current is None:
+            raise Conflict("the session has no turn to cancel", {"sessionId": session_id})
+        turn = lock_turn(db, current.id)
+        for request in pending_in_order(db, turn.id):
+            close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
+        stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))
+                             .order_by(ToolCall.step, ToolCall.position)).scalars()
+        for call in stopped:
+            reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status="cancelled")
+        end_turn(rt, db, turn, latest_run(db, turn.id), "cancelled")
+        return turn.id
+
+
+def receive_responses(rt: Runtime, principal: Principal, responses: list[InputResponse]) -> list[ResponseResult]:
+    """Channel answers (button clicks): like submit_responses, but a late answer to a closed request becomes
+    a user message saying so (DESIGN.md rule 8) instead of an error; the same answer twice is ignored."""
+    results = []
+    for response in responses:
+        try:
+            results.extend(submit_responses(rt, principal, [response]))
+        except RequestClosed:
+            late_answer(rt, principal, response)
+    return results
+
+
+def late_answer(rt: Runtime, principal: Principal, response: InputResponse) -> None:
+    with rt.transaction() as db:
+        request = db.get_one(InputRequest, response.request_id)
+        same = principal.wire() == request.responder and (request.response or {}).get("optionId") == response.option_id
+        if same:
+            return  # a double click
+        labels = {o["id"]: o["label"] for o in request.options}
+        answer = labels.get(response.option_id or "", response.text or "")
+        text = (f"{principal.display_name} answered \"{answer}\" to \"{request.prompt}\", but that request was "
+                f"already closed ({request.outcome}); nothing was done with this answer.")
+        turn = active_turn(db, request.session_id)
+        if turn is None or turn.status == "queued":
+            queue_turn(rt, db, lock_session(db, request.session_id), principal, text)
+        else:
+            note(rt, db, turn, principal, text)

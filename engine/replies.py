@@ -1,0 +1,43 @@
+"""Typed replies (DESIGN.md rule 6): which option, if any, a line of text picks for a request."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .requests import OPTION_SYNONYMS
+
+DENIAL = re.compile(r"^(cancel|deny)\b[\s:,-]*(?P<note>.*)$", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a typed reply means for one request: an option (with a note for a denial) or free text."""
+
+    option_id: str | None
+    text: str | None
+
+
+def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str) -> Reply | None:
+    """Match after trimming: option id (case-insensitive), then label, then a 1-based number written only with
+    digits, then free text where allowed. `cancel <note>` / `deny <note>` carry a denial note. None: no match."""
+    typed = text.strip()
+    if not typed:
+        return None
+    wanted = OPTION_SYNONYMS.get(typed.lower(), typed.lower())
+    for option in options:
+        if option["id"].lower() == wanted:
+            return Reply(option["id"], None)
+    for option in options:
+        if option["label"].strip().lower() == typed.lower():
+            return Reply(option["id"], None)
+    if typed.isascii() and typed.isdigit() and 1 <= int(typed) <= len(options):
+        return Reply(options[int(typed) - 1]["id"], None)
+    ids = {o["id"] for o in options}
+    denial = DENIAL.match(typed)
+    if denial and "cancel" in ids:
+        return Reply("cancel", denial.group("note").strip() or None)
+    if allow_freeform:
+        return Reply(None, typed)
+    return None

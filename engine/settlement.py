@@ -1,0 +1,71 @@
+"""Closing a request, whoever closes it (a response, a steer, a cancel, expiry): compare-and-set, events, effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession
+
+from .db import changed
+from .events import emit
+from .protocol import Principal
+from .runtime import Runtime
+from .tables import ApprovalGrant, InputRequest, ToolCall, Turn
+from .tools import reject_call
+
+REJECTION_NOTES = {
+    "ignored": "Ignored: the person sent a new message instead of answering",
+    "cancelled": "Cancelled: the turn was cancelled",
+    "expired": "Expired: nobody answered in time",
+}
+
+
+def close_request(
+    rt: Runtime, db: DbSession, request_id: str, *, outcome: str, response: dict[str, Any] | None,
+    responder: Principal | None,
+) -> InputRequest | None:
+    """Settle one request if it is still pending; None when someone else settled it first."""
+    won = changed(db,
+        update(InputRequest)
+        .where(InputRequest.request_id == request_id, InputRequest.status == "pending")
+        .values(status="resolved", outcome=outcome, response=response,
+                responder=responder.wire() if responder else None, resolved_at=rt.now())
+    ) == 1
+    if not won:
+        return None
+    request = db.get_one(InputRequest, request_id)
+    db.refresh(request)
+    who = responder.wire() if responder else None
+    if request.kind == "tool-approval" and outcome in ("approved", "denied"):
+        emit(db, request.session_id, "approval.settled",
+             {"requestId": request_id, "outcome": outcome, "responder": who}, turn_id=request.turn_id, at=rt.now())
+    emit(db, request.session_id, "input.resolved", {"resolutions": [{
+        "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
+    }]}, turn_id=request.turn_id, at=rt.now())
+    if request.kind == "tool-approval":
+        settle_call(rt, db, request, responder)
+    elif request.kind == "session-limit" and outcome == "answered":
+        turn = db.get_one(Turn, request.turn_id)
+        if (response or {}).get("optionId") == "continue":
+            turn.step_budget = (turn.step_budget or 0) + (rt.agent.max_steps or 0)
+    return request
+
+
+def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
+    """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note."""
+    call = db.execute(select(ToolCall).where(ToolCall.approval_request_id == request.request_id)).scalar_one()
+    if request.outcome == "approved" and responder is not None:
+        call.status, call.responder, call.updated_at = "approved", responder.wire(), rt.now()
+        tool = rt.agent.tools.get(call.tool)
+        if tool is not None:
+            db.add(ApprovalGrant(session_id=request.session_id, approval_key=tool.approval_key,
+                                 granted_by=responder.wire(), request_id=request.request_id, created_at=rt.now()))
+        return
+    if request.outcome == "denied" and responder is not None:
+        note = (request.response or {}).get("text")
+        reason = f"Cancelled by {responder.display_name}" + (f": {note}" if note else "")
+    else:
+        reason = REJECTION_NOTES.get(request.outcome or "", "Not approved")
+    reject_call(rt, db, call, reason, request.session_id, status="cancelled" if request.outcome == "cancelled"
+                else "rejected")

@@ -1,0 +1,45 @@
+"""ToolCall bookkeeping shared by the runner and by settlement: results, rejections, the input hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy.orm import Session as DbSession
+
+from .events import add_message, emit
+from .runtime import Runtime
+from .tables import ToolCall
+
+DONE = ("completed", "failed", "not_run")
+
+
+def input_hash(data: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def finish_call(
+    rt: Runtime, db: DbSession, call: ToolCall, session_id: str, status: str, output: Any,
+    error: dict[str, Any] | None,
+) -> None:
+    """Record a call's result: its status, an action.result event, and the tool message the model reads."""
+    call.status = status
+    call.result = {"status": status, "output": output, "error": error}
+    call.updated_at = rt.now()
+    data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
+    if error:
+        data["error"] = error
+    emit(db, session_id, "action.result", data, turn_id=call.turn_id, at=rt.now())
+    content = json.dumps({"error": error} if error else output)
+    add_message(db, session_id, call.turn_id, "tool", content=content, tool_call_id=call.call_id)
+
+
+def reject_call(
+    rt: Runtime, db: DbSession, call: ToolCall, note: str, session_id: str, *, status: str = "rejected"
+) -> None:
+    """A call that will not run: `not_run`, an action.result (`rejected` or `cancelled`), a denial the model reads."""
+    error = {"code": "TOOL_EXECUTION_DENIED", "message": note}
+    finish_call(rt, db, call, session_id, status, None, error)
+    call.status = "not_run"
+    call.result = {"status": status, "output": None, "error": error}

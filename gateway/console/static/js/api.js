@@ -1,0 +1,47 @@
+// The public REST API and the event stream; the API key (if the user gave one) comes from localStorage.
+
+const KEY = "hitl.apiKey";
+
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export const apiKey = {
+  get: () => localStorage.getItem(KEY) || "",
+  set: (value) => (value ? localStorage.setItem(KEY, value) : localStorage.removeItem(KEY)),
+};
+
+// Every event type of the protocol: an EventSource only delivers the named events it listens for.
+export const EVENT_TYPES = [
+  "message.received", "turn.started", "assistant.message", "action.called", "action.result",
+  "input.requested", "turn.waiting", "approval.candidate", "approval.settled", "input.resolved",
+  "turn.completed", "turn.failed", "turn.cancelled", "session.waiting",
+];
+
+export async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const key = apiKey.get();
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = data.error || {};
+    if (response.status === 401) window.dispatchEvent(new CustomEvent("hitl:unauthorized"));
+    throw new ApiError(response.status, error.code || "http_error", error.message || response.statusText, error.details);
+  }
+  return { status: response.status, data };
+}
+
+// The live stream of one session; an EventSource cannot send headers, so the key travels as access_token.
+export function openEvents(sessionId, after) {
+  const params = new URLSearchParams({ after: String(after) });
+  const key = apiKey.get();
+  if (key) params.set("access_token", key);
+  return new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events?${params}`);
+}

@@ -1,0 +1,85 @@
+// The session list with its "new session" box, and the operator inbox of pending requests.
+
+import { api } from "./api.js";
+import { RequestCard } from "./cards.js";
+import { h, shortId, when } from "./dom.js";
+
+function sessionRow(session) {
+  const open = session.pendingRequests;
+  return h("li", {},
+    h("a", { href: `#/sessions/${session.id}` }, h("code", {}, shortId(session.id))),
+    h("span", { class: "meta" }, ` ${session.agent} · ${session.status} · started `, when(session.createdAt)),
+    open ? h("span", { class: "badge" }, open === 1 ? "1 open request" : `${open} open requests`) : null);
+}
+
+export class SessionsView {
+  constructor(main, notify) {
+    this.notify = notify;
+    this.list = h("ul", { class: "sessions" });
+    main.replaceChildren(h("section", {}, h("h2", { tabIndex: -1 }, "Sessions"), this.newSession(), this.list));
+    main.querySelector("h2").focus();
+    this.refresh();
+  }
+
+  newSession() {
+    const input = h("input", { id: "new-message", type: "text", autocomplete: "off", required: true,
+      placeholder: "refund $20 on ch_1001" });
+    const submit = async (event) => {
+      event.preventDefault();
+      try {
+        const { data } = await api("POST", "/api/sessions", { message: input.value });
+        location.hash = `#/sessions/${data.id}`;
+      } catch (error) {
+        this.notify(error.message);
+      }
+    };
+    return h("form", { class: "new-session", onsubmit: submit },
+      h("label", { for: input.id }, "Start a session with the agent"), input,
+      h("button", { type: "submit", class: "primary" }, "Start"));
+  }
+
+  async refresh() {
+    try {
+      const { data } = await api("GET", "/api/sessions");
+      const shown = JSON.stringify(data.sessions);
+      if (shown === this.shown) return; // unchanged: keep the list (and the keyboard focus in it) as it is
+      this.shown = shown;
+      const rows = data.sessions.map(sessionRow);
+      this.list.replaceChildren(...(rows.length ? rows : [h("li", { class: "empty" }, "No sessions yet.")]));
+    } catch (error) {
+      this.notify(error.message);
+    }
+  }
+}
+
+export class InboxView {
+  constructor(main, notify) {
+    this.notify = notify;
+    this.cards = new Map();
+    this.list = h("div", { class: "cards" });
+    this.empty = h("p", { class: "empty" }, "Nothing is waiting for a person.");
+    main.replaceChildren(h("section", {}, h("h2", { tabIndex: -1 }, "Inbox"),
+      h("p", { class: "lede" }, "Every open request across sessions, oldest first."), this.empty, this.list));
+    main.querySelector("h2").focus();
+    this.refresh();
+  }
+
+  // New requests join at the end; cards answered elsewhere stay, showing their outcome, until you leave.
+  async refresh() {
+    try {
+      const { data } = await api("GET", "/api/requests?status=pending");
+      const pending = new Set(data.requests.map((r) => r.requestId));
+      for (const request of data.requests) if (!this.cards.has(request.requestId)) this.add(request);
+      for (const [id, card] of this.cards) if (card.open && !pending.has(id)) await card.reload();
+      this.empty.hidden = this.cards.size > 0;
+    } catch (error) {
+      this.notify(error.message);
+    }
+  }
+
+  add(request) {
+    const card = new RequestCard(request, { sessionLink: true });
+    this.cards.set(request.requestId, card);
+    this.list.append(card.el);
+  }
+}

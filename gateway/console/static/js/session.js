@@ -1,0 +1,90 @@
+// One session: the live conversation (from the event stream) and its history (from GET /api/sessions/<id>).
+
+import { api, EVENT_TYPES, openEvents } from "./api.js";
+import { h } from "./dom.js";
+import { History } from "./history.js";
+import { Timeline } from "./timeline.js";
+
+const STATUS = {
+  "turn.started": "running", "turn.waiting": "waiting for input", "turn.completed": "turn completed",
+  "turn.failed": "turn failed", "turn.cancelled": "turn cancelled", "session.waiting": "idle",
+};
+const RECONNECT_MS = 3000;
+const HISTORY_DELAY_MS = 300;
+
+export class SessionView {
+  constructor(main, sessionId) {
+    this.sessionId = sessionId;
+    this.lastSeq = 0;
+    this.timeline = new Timeline();
+    this.history = new History();
+    this.title = h("h2", { tabIndex: -1 }, "Session");
+    this.status = h("span", { class: "status" }, "loading");
+    this.live = h("span", { class: "live", role: "status" }, "connecting");
+    main.replaceChildren(h("section", { class: "session" },
+      h("header", { class: "session-head" }, this.title, h("p", { class: "meta" }, h("code", {}, sessionId), " · ", this.status, " · ", this.live)),
+      h("div", { class: "columns" },
+        h("section", { class: "conversation", "aria-label": "Conversation" }, h("h3", {}, "Conversation"), this.timeline.el, this.composer()),
+        h("section", { class: "history-pane", "aria-label": "History" }, h("h3", {}, "History"), this.history.el))));
+    this.title.focus();
+    this.start();
+  }
+
+  async start() {
+    if (await this.refreshHistory()) this.connect();
+  }
+
+  composer() {
+    const input = h("input", { id: "session-message", type: "text", autocomplete: "off", required: true });
+    const submit = async (event) => {
+      event.preventDefault();
+      try {
+        await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/input`, { message: input.value });
+        input.value = "";
+      } catch (error) {
+        this.live.textContent = error.message;
+      }
+    };
+    return h("form", { class: "composer", onsubmit: submit },
+      h("label", { for: input.id }, "Message"), input, h("button", { type: "submit", class: "primary" }, "Send"));
+  }
+
+  connect() {
+    this.source = openEvents(this.sessionId, this.lastSeq);
+    for (const type of EVENT_TYPES) this.source.addEventListener(type, (message) => this.receive(JSON.parse(message.data)));
+    this.source.onopen = () => (this.live.textContent = "live");
+    this.source.onerror = () => {
+      this.live.textContent = "reconnecting…";
+      if (this.source.readyState !== EventSource.CLOSED) return; // the browser retries by itself
+      this.retry = setTimeout(() => this.connect(), RECONNECT_MS);
+    };
+  }
+
+  receive(event) {
+    if (event.seq <= this.lastSeq) return;
+    this.lastSeq = event.seq;
+    this.timeline.apply(event);
+    if (STATUS[event.type]) this.status.textContent = STATUS[event.type];
+    clearTimeout(this.historyTimer);
+    this.historyTimer = setTimeout(() => this.refreshHistory(), HISTORY_DELAY_MS);
+  }
+
+  async refreshHistory() {
+    try {
+      const { data } = await api("GET", `/api/sessions/${encodeURIComponent(this.sessionId)}`);
+      this.history.render(data);
+      if (data.turns.length) this.title.textContent = data.turns[0].input;
+      if (!this.lastSeq) this.status.textContent = data.status;
+      return true;
+    } catch (error) {
+      this.status.textContent = error.message;
+      return false;
+    }
+  }
+
+  close() {
+    this.source?.close();
+    clearTimeout(this.retry);
+    clearTimeout(this.historyTimer);
+  }
+}

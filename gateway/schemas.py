@@ -1,0 +1,232 @@
+"""The REST API's wire shapes: the bodies it validates and the documents it answers (and documents in OpenAPI).
+
+Request bodies are strict (unknown keys are a 400). Response models mirror what `engine.queries` and the
+API return; they only describe those documents (the OpenAPI contract), they do not produce them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
+
+from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
+
+MAX_QUERY_INT = 2**31 - 1
+"""The largest integer a query parameter (`limit`, `after`) takes: every database stores it."""
+
+Text = Annotated[str, Field(min_length=1)]
+
+
+def omitted(description: str | None = None, **field: Any) -> Any:
+    """The default of a field a client may leave out, and that is never `null` in its JSON Schema."""
+    return Field(None, description=description, json_schema_extra=lambda schema: schema.pop("default", None),
+                 **field)
+
+
+# -- request bodies and query parameters --------------------------------------------------------------
+
+
+class NewSession(StrictWireModel):
+    """POST /api/sessions: a message starts the first turn."""
+
+    message: Text | SkipJsonSchema[None] = omitted()
+
+
+class SessionInput(StrictWireModel):
+    """POST /api/sessions/<id>/input: exactly one of a message or input responses."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["message"]}, {"required": ["inputResponses"]}]},
+    )
+
+    message: Text | SkipJsonSchema[None] = omitted()
+    turn_policy: Literal["steer", "queue"] | SkipJsonSchema[None] = omitted(
+        "with a message: `steer` (default) lets the turn's own person redirect the running turn; `queue` waits "
+        "for it to end (unless an approval is held)")
+    input_responses: Annotated[list[InputResponse], Field(min_length=1)] | SkipJsonSchema[None] = omitted()
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SessionInput:
+        if (self.message is None) == (self.input_responses is None):
+            raise ValueError("send exactly one of message or inputResponses")
+        if self.turn_policy is not None and self.message is None:
+            raise ValueError("turnPolicy goes with a message")
+        return self
+
+
+QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
+
+
+class SessionsQuery(WireModel):
+    limit: QueryInt = Field(100, description="at most this many sessions")
+
+
+class EventsQuery(WireModel):
+    after: QueryInt = Field(0, description="only events with a greater `seq`")
+    access_token: str | SkipJsonSchema[None] = omitted(
+        "event streams only: an API key, for EventSource clients", alias="access_token"
+    )
+
+
+class EventsHeaders(WireModel):
+    last_event_id: Annotated[str, Field(pattern=r"^[0-9]+$")] | SkipJsonSchema[None] = omitted(
+        "event streams only: the last `seq` a reconnecting client has (wins over `after`)", alias="Last-Event-ID"
+    )
+
+
+class RequestsQuery(WireModel):
+    status: Literal["pending", "resolved"] | SkipJsonSchema[None] = omitted()
+    session_id: str | SkipJsonSchema[None] = omitted("only this session's requests")
+
+
+# -- responses -----------------------------------------------------------------------------------------
+
+
+class SessionCreated(WireModel):
+    id: str
+    turn_id: str | None = Field(None, description="present when a message started the first turn")
+
+
+class SessionSummary(WireModel):
+    id: str
+    agent: str
+    channel: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    pending_requests: int
+
+
+class SessionList(WireModel):
+    sessions: list[SessionSummary]
+
+
+class InputRequest(InputRequestOut):
+    """An InputRequest (DESIGN.md section 4)."""
+
+
+class ResponseCandidate(WireModel):
+    candidate_id: str
+    responder: Principal
+    decision: str | None
+    text: str | None
+    outcome: str = Field(description="pending, allowed, rejected, failed, timed-out or stale")
+    reason: str | None
+    created_at: datetime
+
+
+class HistoryRequest(InputRequest):
+    candidates: list[ResponseCandidate]
+
+
+class RunOut(WireModel):
+    id: str
+    seq: int
+    status: str = Field(description="resuming, running, interrupted, succeeded, failed, crashed or cancelled")
+    started_at: datetime
+    ended_at: datetime | None
+    error: dict[str, Any] | None
+
+
+class ToolCallOut(WireModel):
+    call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    status: str
+    result: dict[str, Any] | None
+    approval_request_id: str | None
+    attempts: int
+
+
+class MessageOut(WireModel):
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+
+
+class TurnOut(WireModel):
+    id: str
+    seq: int
+    status: str = Field(description="queued, running, waiting, completed, failed or cancelled")
+    input: str
+    result: str | None
+    error: dict[str, Any] | None
+    requested_by: Principal | None
+    runs: list[RunOut]
+    requests: list[HistoryRequest]
+    tool_calls: list[ToolCallOut]
+    messages: list[MessageOut]
+
+
+class SessionHistory(WireModel):
+    id: str
+    agent: str
+    status: str
+    channel: str
+    address: str
+    initiator: Principal | None
+    created_at: datetime
+    turns: list[TurnOut]
+
+
+class Event(WireModel):
+    seq: int
+    type: str
+    turn_id: str | None
+    at: datetime
+    data: dict[str, Any]
+
+
+class EventList(WireModel):
+    events: list[Event]
+
+
+class RequestList(WireModel):
+    requests: list[InputRequest]
+
+
+
+
+class ResponseResult(WireModel):
+    request_id: str
+    status: Literal["settled", "pending", "refused", "stale"]
+    reason: str | None
+    request: InputRequest
+
+
+class ResponseResults(WireModel):
+    results: list[ResponseResult]
+
+
+class MessagePosted(WireModel):
+    """What a message did to the session; `results` holds the settlement when it answered a request."""
+
+    turn_id: str
+    effect: Literal["answered", "steered", "queued", "started", "noted"]
+    results: list[ResponseResult]
+
+
+class TurnCancelled(WireModel):
+    turn_id: str
+
+
+class ErrorDetail(WireModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class Error(WireModel):
+    error: ErrorDetail
+
+
+class Health(WireModel):
+    status: Literal["ok", "degraded"]
+    checks: dict[str, str] = Field(description="`ok` or `error: <kind>` for the database and Redis")

@@ -1,0 +1,99 @@
+"""A session's events as Server-Sent Events: `GET /api/sessions/<id>/events` with `Accept: text/event-stream`.
+
+The database is the record: the stream polls `events_after` briefly, so any web process (any gunicorn worker
+on any host) serves any session, and a client that reconnects with `Last-Event-ID` misses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Response, current_app, request
+from sqlalchemy.exc import SQLAlchemyError
+
+from engine.errors import NotFound
+from engine.protocol import Principal
+from engine.queries import events_after
+from engine.runtime import Runtime
+
+from .auth import current_principal
+from .errors import ApiError
+from .schemas import MAX_QUERY_INT
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0  # a `: keepalive` comment after this long without a frame keeps proxies from closing it
+POLL_SECONDS = 0.25  # how often an open stream reads the database for new events
+BATCH = 500  # events read per query; a full batch is followed at once by the next
+RETRY_MILLISECONDS = 1000  # how long a browser's EventSource waits before it reconnects
+
+
+def wants_event_stream() -> bool:
+    """True when the client asks for SSE (an EventSource sends `Accept: text/event-stream`)."""
+    return request.accept_mimetypes.best_match(["application/json", "text/event-stream"]) == "text/event-stream"
+
+
+def stream_principal() -> Principal:
+    """The API's own check; an EventSource cannot send headers, so `?access_token=<key>` may stand in for one."""
+    token = request.args.get("access_token")
+    if token and "Authorization" not in request.headers:
+        request.environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return current_principal()
+
+
+def resume_after() -> int:
+    """The last seq the client has: `Last-Event-ID` (sent by a reconnecting EventSource) wins over `?after=`."""
+    for name, raw in (("Last-Event-ID", request.headers.get("Last-Event-ID")), ("after", request.args.get("after"))):
+        value = (raw or "").strip()
+        if not value:
+            continue
+        if not (value.isascii() and value.isdigit()) or int(value) > MAX_QUERY_INT:
+            raise ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
+                           {"parameter": name})
+        return int(value)
+    return 0
+
+
+def event_stream(session_id: str) -> Response:
+    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts."""
+    stream_principal()
+    rt: Runtime = current_app.extensions["hitl"]
+    after = resume_after()
+    first = events_after(rt, session_id, after, BATCH)
+    return Response(
+        frames(rt, session_id, after, first),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]) -> Iterator[str]:
+    """Every event after `after`, once and in order, then each new one as it is committed; never ends by itself."""
+    yield f"retry: {RETRY_MILLISECONDS}\n\n"
+    last_write = time.monotonic()
+    while True:
+        for event in batch:
+            yield frame(event)
+            after = event["seq"]
+        now = time.monotonic()
+        if batch:
+            last_write = now
+        elif now - last_write >= HEARTBEAT_SECONDS:
+            yield ": keepalive\n\n"
+            last_write = now
+        if len(batch) < BATCH:
+            time.sleep(POLL_SECONDS)
+        try:
+            batch = events_after(rt, session_id, after, BATCH)
+        except (SQLAlchemyError, NotFound):
+            log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
+            return
+
+
+def frame(event: dict[str, Any]) -> str:
+    """One SSE frame: `id` is the seq (what `Last-Event-ID` carries back), `event` the type, `data` the event."""
+    return f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n"

@@ -1,0 +1,197 @@
+"""The web console in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Each step leaves a screenshot in test-output/browser/. Skips when chromium or playwright is missing, unless
+HITL_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from gateway import demo, stream
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.conftest import API_KEYS, ROOT, TEST_AGENT
+from tests.support.agent import script
+from tests.support.live_server import live_server
+from tests.support.services import require_browser
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # require_browser() then skips every test with the reason (or fails it under CI)
+    pass
+
+SHOTS = ROOT / "test-output" / "browser"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+# Chromium logs every 4xx answer; 401 (no key yet) and 403 (a refused response) are part of the story.
+EXPECTED = re.compile(r"Failed to load resource: the server responded with a status of 40[13]\b")
+Shot = Callable[[Any, str], None]
+
+
+def serve(settings: Settings) -> Iterator[str]:
+    app = create_app(settings)
+    with pytest.MonkeyPatch.context() as patch, live_server(app) as url:
+        patch.setattr(stream, "HEARTBEAT_SECONDS", 0.5)  # closed pages' streams end quickly at shutdown
+        yield url
+    app.extensions["hitl"].executor.shutdown()
+    app.extensions["hitl"].db.dispose()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`hitl serve` as a newcomer runs it: the demo agent, SQLite, no API keys (loopback is the local operator)."""
+    path = tmp_path_factory.mktemp("embedded") / "hitl.db"
+    yield from serve(Settings(database_url=f"sqlite:///{path}", agent="gateway.demo:agent"))
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A gateway with HITL_API_KEYS and the test agent (its payout tool only bob may approve)."""
+    path = tmp_path_factory.mktemp("keyed") / "hitl.db"
+    yield from serve(Settings(database_url=f"sqlite:///{path}", agent=TEST_AGENT, api_keys=API_KEYS))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = require_browser()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS)
+        yield launched
+        launched.close()
+
+
+def open_page(browser: Any, base_url: str) -> Iterator[Any]:
+    """A fresh page; the test fails on any JavaScript error it logged."""
+    expect.set_options(timeout=15_000)
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda message: message.type == "error" and not EXPECTED.match(message.text)
+            and errors.append(message.text))
+    yield page
+    context.close()
+    assert not errors, f"the console logged errors: {errors}"
+
+
+@pytest.fixture
+def page(browser: Any, embedded: str) -> Iterator[Any]:
+    yield from open_page(browser, embedded)
+
+
+@pytest.fixture
+def keyed_page(browser: Any, keyed: str) -> Iterator[Any]:
+    yield from open_page(browser, keyed)
+
+
+@pytest.fixture
+def shot(request: pytest.FixtureRequest) -> Shot:
+    """`shot(page, "1-step")` saves test-output/browser/<test>/1-step.png."""
+    folder = SHOTS / request.node.name
+
+    def take(page: Any, step: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(folder / f"{step}.png"), full_page=True)
+
+    return take
+
+
+def start_session(page: Any, message: str) -> Any:
+    page.goto("/")
+    page.get_by_label("Start a session with the agent").fill(message)
+    page.get_by_role("button", name="Start").click()
+    return page.locator("article.card").last
+
+
+def approve_through_the_api(base_url: str, session_id: str, headers: dict[str, str] | None = None) -> None:
+    """Somebody else approves the session's one pending request, outside this page."""
+    inbox = requests.get(f"{base_url}/api/requests", params={"status": "pending", "sessionId": session_id},
+                         headers=headers, timeout=10)
+    [pending] = inbox.json()["requests"]
+    answer = requests.patch(f"{base_url}/api/requests/{pending['requestId']}", json={"optionId": "approve"},
+                            headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
+
+
+def test_approve_a_refund_and_read_the_history(page: Any, shot: Shot) -> None:
+    card = start_session(page, "refund $20 on ch_1001")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    expect(card).to_contain_text("Approve refund charge?")
+    expect(card).to_contain_text("asked by local")
+    expect(card.locator(".action")).to_contain_text('"charge_id": "ch_1001"')
+    shot(page, "1-approval-card")
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".outcome")).to_have_text("approved by local")
+    expect(card.get_by_role("button")).to_have_count(0)
+    expect(page.locator(".message.assistant").last).to_contain_text("Refunded 20.00 on ch_1001")
+    history = page.locator(".history")
+    expect(history).to_contain_text("Run 1 interrupted")
+    expect(history).to_contain_text("Run 2 succeeded")
+    expect(history).to_contain_text("local: approve → allowed")
+    shot(page, "2-approved")
+
+
+def test_cancel_a_refund_with_a_note(page: Any, shot: Shot) -> None:
+    card = start_session(page, "refund $30 on ch_1003")
+    card.get_by_label("Note (optional)").fill("too expensive")
+    shot(page, "1-note-typed")
+    card.get_by_role("button", name="Cancel").click()
+    expect(card.locator(".outcome")).to_have_text("denied by local: too expensive")
+    expect(page.locator(".message.assistant").last).to_contain_text("too expensive")
+    expect(page.locator(".tool").last).to_contain_text("rejected")
+    shot(page, "2-denied")
+
+
+@pytest.mark.skipif("ask_question" not in demo.agent.tools, reason="the demo agent does not ask questions yet")
+def test_answer_a_question_from_the_select(page: Any, shot: Shot) -> None:
+    card = start_session(page, "upgrade my plan")
+    expect(card).to_contain_text("Which plan?")
+    card.get_by_label("Choose").select_option("Pro")
+    shot(page, "1-question")
+    card.get_by_role("button", name="Send").click()
+    expect(card.locator(".outcome")).to_have_text("answered by local: Pro")
+    shot(page, "2-answered")
+
+
+def test_the_inbox_answers_in_place_and_a_session_page_follows_answers_given_elsewhere(
+    page: Any, embedded: str, shot: Shot
+) -> None:
+    requests.post(f"{embedded}/api/sessions", json={"message": "refund $5 on ch_1002"}, timeout=10)
+    second = requests.post(f"{embedded}/api/sessions", json={"message": "refund $6 on ch_1002"}, timeout=10).json()
+    page.goto("/#/inbox")
+    card = page.locator("article.card", has=page.get_by_role("link", name="open session")).filter(
+        has_text='"amount": 5')
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    shot(page, "1-inbox")
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".outcome")).to_have_text("approved by local")
+
+    page.goto(f"/#/sessions/{second['id']}")
+    live = page.locator("article.card").last
+    expect(live.get_by_role("button", name="Approve")).to_be_visible()
+    approve_through_the_api(embedded, second["id"])
+    expect(live.locator(".outcome")).to_have_text("approved by local")  # over the event stream, no reload
+    expect(page.locator(".message.assistant").last).to_contain_text("Refunded 6.00 on ch_1002")
+    shot(page, "2-answered-elsewhere")
+
+
+def test_with_api_keys_a_refused_answer_shows_the_policy_reason(keyed_page: Any, keyed: str, shot: Shot) -> None:
+    page = keyed_page
+    page.goto("/")
+    expect(page.get_by_label("API key (kept in this browser only)")).to_be_visible()  # asked for after a 401
+    page.get_by_label("API key (kept in this browser only)").fill("alice-key")
+    page.get_by_role("button", name="Save").click()
+    card = start_session(page, script([("payout", {"amount": 50.0})], final="paid"))
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".card-notice")).to_contain_text("only bob may approve payouts")
+    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    shot(page, "1-refused")
+    session_id = page.url.rsplit("/", 1)[1]
+    approve_through_the_api(keyed, session_id, {"Authorization": "Bearer bob-key"})
+    expect(card.locator(".outcome")).to_have_text("approved by bob")
+    shot(page, "2-approved-by-bob")

@@ -1,0 +1,351 @@
+"""The `hitl` command, run in-process through `gateway.cli.main` (and, for a few cases, as a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, inspect, select, text, update
+from sqlalchemy.engine import make_url
+
+from engine.db import Database
+from engine.executors import InlineExecutor
+from engine.runtime import ExecutorUnavailable, Runtime, current
+from engine.sessions import open_session
+from engine.tables import Base, Outbox, Turn, utcnow
+from gateway.cli import main
+from tests.conftest import ROOT, TEST_AGENT, Stack, sqlite_settings
+from tests.support.agent import agent as test_agent
+from tests.support.agent import read_ledger, script
+from tests.support.services import require_postgres
+
+REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
+OPERATOR_OPS = {"authenticator": "operator", "issuer": "hitl", "principalType": "user", "principalId": "ops",
+                "attributes": {}}
+
+
+class Outcome:
+    """What one `hitl ...` run did: its exit status, what it printed, and the message it exited with."""
+
+    def __init__(self, code: int, out: str, err: str, message: str) -> None:
+        self.code, self.out, self.err, self.message = code, out, err, message
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def hitl(capsys: pytest.CaptureFixture[str]) -> Any:
+    def run(*argv: str) -> Outcome:
+        capsys.readouterr()
+        code, message = 0, ""
+        try:
+            main(list(argv))
+        except SystemExit as exc:
+            if isinstance(exc.code, str):
+                code, message = 1, exc.code
+            else:
+                code = exc.code or 0
+        captured = capsys.readouterr()
+        return Outcome(code, captured.out, captured.err, message)
+
+    return run
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The CLI's environment: a SQLite file of its own, the test agent, no Redis."""
+    database = tmp_path / "hitl.db"
+    for name in ("REDIS_URL", "HITL_API_KEYS", "HITL_QUEUE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    monkeypatch.setenv("HITL_AGENT", TEST_AGENT)
+    return database
+
+
+@pytest.fixture
+def embedded(env: Path, tmp_path: Path) -> Iterator[Stack]:
+    """The app over the CLI's database (sqlite_settings names the same file), to set up conversations."""
+    built = Stack("sqlite", sqlite_settings(tmp_path))
+    assert built.settings.database_url == os.environ["DATABASE_URL"]
+    yield built
+    built.close()
+
+
+def refunds() -> list[dict[str, Any]]:
+    return [e for e in read_ledger() if e["tool"] == "refund"]
+
+
+def table_names(url: str, schema: str | None = None) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return set(inspect(engine).get_table_names(schema=schema))
+    finally:
+        engine.dispose()
+
+
+# -- db upgrade ---------------------------------------------------------------------------------------
+
+
+def test_db_upgrade_creates_the_tables(hitl: Any, env: Path) -> None:
+    assert not env.exists()
+
+    done = hitl("db", "upgrade")
+
+    assert done.code == 0, done.message
+    assert "latest revision" in done.out
+    assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(os.environ["DATABASE_URL"])
+    assert hitl("db", "upgrade").code == 0  # a second run is a no-op
+
+
+def run_hitl(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_db_upgrade_as_a_process_on_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+
+    done = run_hitl("db", "upgrade", DATABASE_URL=url)
+
+    assert done.returncode == 0, done.stderr
+    assert "latest revision" in done.stdout
+    assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url)
+
+
+def test_db_upgrade_as_a_process_on_postgres() -> None:
+    base = make_url(require_postgres())
+    schema = f"test_cli_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+
+        done = run_hitl("db", "upgrade", DATABASE_URL=url)
+
+        assert done.returncode == 0, done.stderr
+        assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url, schema)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+# -- requests -----------------------------------------------------------------------------------------
+
+
+def test_requests_lists_the_inbox(hitl: Any, embedded: Stack) -> None:
+    open_sid, _ = embedded.start(REFUND)
+    [pending] = embedded.pending(open_sid)
+    closed_sid, _ = embedded.start(script([("refund", {"charge_id": "ch_2", "amount": 1})]))
+    [closed] = embedded.pending(closed_sid)
+    embedded.answer(closed["requestId"], "cancel")
+
+    table = hitl("requests")
+    assert table.code == 0
+    header, *rows = table.out.splitlines()
+    assert header.split()[:3] == ["REQUEST", "KIND", "STATUS"]
+    assert [row.split()[:3] for row in rows] == [
+        [pending["requestId"], "tool-approval", "pending"], [closed["requestId"], "tool-approval", "resolved"]]
+    assert rows[0].endswith("Approve refund?")
+    assert rows[1].split()[3] == "denied"
+
+    only_pending = hitl("requests", "--status", "pending").out
+    assert pending["requestId"] in only_pending and closed["requestId"] not in only_pending
+    only_resolved = hitl("requests", "--status", "resolved").out
+    assert closed["requestId"] in only_resolved and pending["requestId"] not in only_resolved
+    one_session = hitl("requests", "--session", closed_sid).out
+    assert closed["requestId"] in one_session and pending["requestId"] not in one_session
+
+    listed = hitl("requests", "--status", "pending", "--json").json()
+    assert [r["requestId"] for r in listed] == [pending["requestId"]]
+    assert listed[0]["sessionId"] == open_sid
+    assert listed[0]["action"]["input"] == {"charge_id": "ch_1", "amount": 20}
+    assert listed[0]["requestedBy"]["principalId"] == "alice"
+    assert hitl("requests", "--session", "ses_nope", "--json").json() == []
+
+    assert hitl("requests", "--status", "bogus").code != 0
+
+
+# -- answer -------------------------------------------------------------------------------------------
+
+
+def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any, embedded: Stack) -> None:
+    sid, _ = embedded.start(REFUND)
+    [request] = embedded.pending(sid)
+
+    done = hitl("answer", request["requestId"], "approve", "--as", "ops")
+
+    assert done.code == 0, done.message
+    result = done.json()
+    assert (result["requestId"], result["status"]) == (request["requestId"], "settled")
+    assert result["request"]["outcome"] == "approved"
+    assert result["request"]["responder"] == OPERATOR_OPS
+    # no waiting here: the command ran the resumed turn before it returned
+    turn = embedded.turn(sid)
+    assert turn["status"] == "completed"
+    assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
+    [refund] = refunds()
+    assert (refund["requester"], refund["responder"]) == ("alice", "ops")
+    [candidate] = turn["requests"][0]["candidates"]
+    assert (candidate["responder"], candidate["outcome"]) == (OPERATOR_OPS, "allowed")
+
+
+def test_answer_cancel_with_a_note(hitl: Any, embedded: Stack) -> None:
+    sid, _ = embedded.start(REFUND)
+    [request] = embedded.pending(sid)
+
+    done = hitl("answer", request["requestId"], "cancel", "--note", "no", "--as", "ops")
+
+    assert done.code == 0, done.message
+    assert done.json()["request"]["outcome"] == "denied"
+    assert done.json()["request"]["response"] == {"optionId": "cancel", "text": "no"}
+    turn = embedded.turn(sid)
+    assert turn["status"] == "completed"
+    assert "Cancelled by ops: no" in turn["result"]
+    assert refunds() == []
+
+
+def test_answering_a_closed_request_fails_and_changes_nothing(hitl: Any, embedded: Stack) -> None:
+    sid, _ = embedded.start(REFUND)
+    [request] = embedded.pending(sid)
+    assert hitl("answer", request["requestId"], "approve", "--as", "ops").code == 0
+    events = len(embedded.events(sid))
+
+    again = hitl("answer", request["requestId"], "cancel", "--as", "ops")
+
+    assert again.code != 0
+    assert "no longer open" in again.message
+    assert request["requestId"] in again.message
+    assert len(embedded.events(sid)) == events
+    assert len(refunds()) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param([], id="neither-choice-nor-text"),
+    pytest.param(["approve", "--text", "yes"], id="choice-and-text"),
+    pytest.param(["maybe"], id="unknown-option"),
+    pytest.param(["approve", "--note", "why not"], id="note-on-approve"),
+])
+def test_a_bad_answer_fails_and_the_request_stays_open(hitl: Any, embedded: Stack, argv: list[str]) -> None:
+    sid, _ = embedded.start(REFUND)
+    [request] = embedded.pending(sid)
+    events = len(embedded.events(sid))
+
+    done = hitl("answer", request["requestId"], *argv, "--as", "ops")
+
+    assert done.code != 0
+    assert done.message.startswith("hitl: ")
+    assert [r["requestId"] for r in embedded.pending(sid)] == [request["requestId"]]
+    assert len(embedded.events(sid)) == events
+    assert refunds() == []
+
+
+def test_answering_an_unknown_request_fails(hitl: Any, env: Path) -> None:
+    done = hitl("answer", "req_nope", "approve", "--as", "ops")
+    assert done.code != 0
+    assert "req_nope" in done.message
+
+
+def test_answer_needs_an_operator_name(hitl: Any, embedded: Stack) -> None:
+    sid, _ = embedded.start(REFUND)
+    [request] = embedded.pending(sid)
+    assert hitl("answer", request["requestId"], "approve").code != 0
+    assert len(embedded.pending(sid)) == 1
+
+
+def test_a_refused_operator_answer_exits_non_zero(hitl: Any, embedded: Stack) -> None:
+    """The payout tool's own response policy admits only bob, operators included."""
+    sid, _ = embedded.start(script([("payout", {"amount": 3})]))
+    [request] = embedded.pending(sid)
+
+    done = hitl("answer", request["requestId"], "approve", "--as", "ops")
+
+    assert done.code != 0
+    assert done.json()["status"] == "refused"
+    assert done.json()["reason"] == "only bob may approve payouts"
+    assert len(embedded.pending(sid)) == 1
+
+
+# -- sweep --------------------------------------------------------------------------------------------
+
+
+class LostJobs:
+    """An executor whose queue is down: every job stays in the outbox."""
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+        raise ExecutorUnavailable("the queue is down")
+
+
+def test_sweep_recovers_a_lost_turn_and_prints_a_json_report(hitl: Any, env: Path) -> None:
+    assert hitl("db", "upgrade").code == 0
+    db = Database(os.environ["DATABASE_URL"])
+    try:
+        lost = Runtime(db, test_agent, LostJobs())
+        opened = open_session(lost, None, message=script([("lookup", {"order_id": "o-9"})], final="swept"))
+        long_ago = utcnow() - timedelta(minutes=5)
+        with db.write() as session:
+            session.execute(update(Outbox).values(available_at=long_ago))
+            session.execute(update(Turn).values(updated_at=long_ago))
+    finally:
+        db.dispose()
+
+    done = hitl("sweep")
+
+    assert done.code == 0, done.message
+    report = done.json()
+    assert (report["requeued"], report["pushed"], report["recovered"], report["resumed"]) == (1, 1, 0, 0)
+    assert sum(report.values()) == 2
+    executor = current().executor  # the command's own embedded executor, still running the recovered turn
+    assert isinstance(executor, InlineExecutor)
+    assert executor.join()
+    assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-9"]
+    db = Database(os.environ["DATABASE_URL"])
+    try:
+        with db.read() as session:
+            turn = session.get_one(Turn, opened.turn_id)
+            assert turn.status == "completed"
+            assert turn.result is not None and turn.result.startswith("swept")
+            assert session.execute(select(Outbox.id).where(Outbox.enqueued_at.is_(None))).first() is None
+    finally:
+        db.dispose()
+
+    nothing_left = hitl("sweep").json()
+    assert {"recovered", "resumed", "requeued", "pushed"} <= set(nothing_left)
+    assert set(nothing_left.values()) == {0}
+
+
+# -- configuration errors -----------------------------------------------------------------------------
+
+
+def test_worker_without_redis_url_exits_naming_it(hitl: Any, env: Path) -> None:
+    done = hitl("worker")
+    assert done.code != 0
+    assert "REDIS_URL" in done.message
+
+
+@pytest.mark.parametrize("spec", ["nope:agent", "gateway.demo:nope", "gateway.demo", "gateway.demo:CHARGES"])
+def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: pytest.MonkeyPatch,
+                                             spec: str) -> None:
+    monkeypatch.setenv("HITL_AGENT", spec)
+    for argv in (["requests"], ["sweep"], ["answer", "req_x", "approve", "--as", "ops"]):
+        done = hitl(*argv)
+        assert done.code != 0, argv
+        assert "HITL_AGENT" in done.message, argv
+
+
+def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
+                    REDIS_URL="")
+    assert done.returncode != 0
+    assert "HITL_AGENT" in done.stderr
+    assert "Traceback" not in done.stderr
