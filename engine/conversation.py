@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sqlalchemy import case, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import Conflict, InvalidInput, NotFound, RequestClosed
 from .events import add_message, emit
 from .protocol import InputResponse, Principal
 from .replies import match_reply
+from .requests import open_in_order
 from .responses import ResponseResult, submit_responses
 from .runtime import Runtime
 from .sessions import queue_turn
@@ -52,7 +53,7 @@ def post_message(
             new_turn = queue_turn(rt, db, session, principal, text)
             return Posted("started" if turn is None else "queued", new_turn)
         turn = lock_turn(db, turn.id)
-        open_requests = pending_in_order(db, turn.id)
+        open_requests = open_in_order(db, InputRequest.turn_id == turn.id)
         answer = typed_answer(open_requests, text, principal)
         if answer is not None and principal is not None:
             emit(db, session_id, "message.received", {"text": text, "principal": principal.wire()},
@@ -74,15 +75,6 @@ def lock_session(db: DbSession, session_id: str) -> Session:
     if session is None:
         raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
     return session
-
-
-def pending_in_order(db: DbSession, turn_id: str) -> list[InputRequest]:
-    """The turn's open requests in the order typed replies answer them: a session-limit prompt first."""
-    first = case((InputRequest.kind == "session-limit", 0), else_=1)
-    return list(db.execute(
-        select(InputRequest).where(InputRequest.turn_id == turn_id, InputRequest.status == "pending")
-        .order_by(first, InputRequest.seq)
-    ).scalars())
 
 
 def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
@@ -134,7 +126,7 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
         if current is None:
             raise Conflict("the session has no turn to cancel", {"sessionId": session_id})
         turn = lock_turn(db, current.id)
-        for request in pending_in_order(db, turn.id):
+        for request in open_in_order(db, InputRequest.turn_id == turn.id):
             close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
         stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))
                              .order_by(ToolCall.step, ToolCall.position)).scalars()

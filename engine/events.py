@@ -29,6 +29,7 @@ def emit(
         turn_id=turn_id, data=data, at=at,
     )
     db.add(event)
+    db.info.setdefault("event_sessions", set()).add(session_id)
     return event
 
 

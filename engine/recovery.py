@@ -9,9 +9,10 @@ from datetime import timedelta
 from sqlalchemy import select, update
 
 from . import defaults
+from .delivery import stale_sessions
 from .runtime import Runtime
 from .settlement import close_request
-from .tables import InputRequest, Outbox, Run, ToolCall, Turn
+from .tables import Inbound, InputRequest, Outbox, Run, ToolCall, Turn
 from .turns import ACTIVE_TURN, latest_run, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class SweepReport:
     recovered: int = 0
     resumed: int = 0
     requeued: int = 0
+    redelivered: int = 0
     pushed: int = 0
 
 
@@ -49,6 +51,7 @@ def sweep(rt: Runtime) -> SweepReport:
             report.resumed += schedule_resume(rt, db, lock_turn(db, turn_id))
     for turn_id in stuck:
         report.requeued += requeue(rt, turn_id)
+    report.redelivered = redeliver(rt)
     report.pushed = push_outbox(rt)
     if report != SweepReport():
         log.info("sweep: %s", report)
@@ -110,6 +113,22 @@ def requeue(rt: Runtime, turn_id: str) -> int:
         turn.updated_at = rt.now()
         rt.enqueue(db, "run_turn", turn_id)
         return 1
+
+
+def redeliver(rt: Runtime) -> int:
+    """Channel sessions with undelivered events, and inbound items never applied, get their jobs again."""
+    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS)
+    sessions = stale_sessions(rt)
+    with rt.db.read() as db:
+        items = list(db.execute(select(Inbound.id).where(
+            Inbound.processed_at.is_(None), Inbound.item.is_not(None), Inbound.received_at < cutoff).limit(500)
+        ).scalars())
+    with rt.transaction() as db:
+        for session_id in sessions:
+            rt.enqueue(db, "deliver", session_id)
+        for inbound_id in items:
+            rt.enqueue(db, "process_inbound", inbound_id)
+    return len(sessions) + len(items)
 
 
 def push_outbox(rt: Runtime) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
@@ -82,3 +82,12 @@ def request_out(request: InputRequest) -> InputRequestOut:
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
         resolved_at=request.resolved_at,
     )
+
+
+def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputRequest]:
+    """Open requests in the order typed replies and text channels take them: a session-limit prompt first,
+    then the earliest."""
+    first = case((InputRequest.kind == "session-limit", 0), else_=1)
+    return list(db.execute(
+        select(InputRequest).where(where, InputRequest.status == "pending").order_by(first, InputRequest.seq)
+    ).scalars())

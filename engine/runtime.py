@@ -8,13 +8,15 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from . import defaults
 from .agent import Agent
+from .channels import ChannelAdapter
 from .db import Database
 from .tables import Outbox, utcnow
+from .tables import Session as SessionRow
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,10 @@ class Runtime:
         lease_seconds: int = defaults.LEASE_SECONDS,
         response_policy_timeout: float = defaults.RESPONSE_POLICY_TIMEOUT_SECONDS,
         clock: Callable[[], datetime] = utcnow,
+        channels: dict[str, ChannelAdapter] | None = None,
     ) -> None:
         self.db = db
+        self.channels = dict(channels or {})
         self.agent = agent
         self.executor = executor
         self.lease_seconds = lease_seconds
@@ -58,10 +62,22 @@ class Runtime:
         """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits."""
         with self.db.write() as session:
             yield session
+            self._deliver_events(session)
             session.flush()
             rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
         if rows:
             self.push(rows)
+
+    def _deliver_events(self, session: Session) -> None:
+        """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote."""
+        touched = session.info.pop("event_sessions", set())
+        if not touched or not self.channels:
+            return
+        bound = session.execute(
+            select(SessionRow.id).where(SessionRow.id.in_(touched), SessionRow.channel.in_(list(self.channels)))
+        ).scalars()
+        for session_id in bound:
+            self.enqueue(session, "deliver", session_id)
 
     def enqueue(self, session: Session, job: str, *args: Any) -> None:
         """Record a job in the outbox, in the caller's transaction."""

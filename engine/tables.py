@@ -81,6 +81,7 @@ class Session(Base):
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
     delivered_seq: Mapped[int] = mapped_column(Integer, default=0)
+    delivery_lease_until: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -245,6 +246,8 @@ class Inbound(Base):
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     principal: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     payload_digest: Mapped[str] = mapped_column(String(64))
+    item: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    processed_at: Mapped[datetime | None] = mapped_column()
 
     __table_args__ = (UniqueConstraint("channel", "external_id"),)
 

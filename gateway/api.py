@@ -63,7 +63,7 @@ def refuse_nul_characters() -> None:
 @bp.post("/sessions")
 def create_session() -> tuple[Response, int]:
     principal = current_principal()
-    payload = NewSession.model_validate(body())
+    payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
     opened = open_session(runtime(), principal, message=payload.message)
     result: dict[str, Any] = {"id": opened.session_id}
     if opened.turn_id:
@@ -80,7 +80,7 @@ def sessions() -> Response:
 @bp.post("/sessions/<session_id>/input")
 def session_input(session_id: str) -> tuple[Response, int]:
     principal = current_principal()
-    payload = SessionInput.model_validate(body())
+    payload = SessionInput.model_validate(body(), by_alias=True, by_name=False)
     if payload.message is not None:
         posted = post_message(runtime(), session_id, principal, payload.message, payload.turn_policy or "steer")
         return jsonify({"turnId": posted.turn_id, "effect": posted.effect,
@@ -130,7 +130,7 @@ def one_request(request_id: str) -> Response:
 def answer_request(request_id: str) -> tuple[Response, int]:
     """200 when this response settled it, 202 when a response policy waits for more, 403 refused, 409 closed."""
     principal = current_principal()
-    answer = ResponseBody.model_validate(body())
+    answer = ResponseBody.model_validate(body(), by_alias=True, by_name=False)
     response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text)
     [result] = submit_responses(runtime(), principal, [response])
     if result.status == "settled":

@@ -1,4 +1,4 @@
-"""The `hitl` command: serve, worker, db upgrade, sweep, requests, answer."""
+"""The `hitl` command: serve, worker, db upgrade, sweep, requests, answer, sessions, show, resume."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import logging
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from engine.errors import EngineError
+from engine.executors import InlineExecutor
+from engine.operator import resume_turn
 from engine.protocol import InputResponse, operator_principal
-from engine.queries import list_requests
+from engine.queries import list_requests, list_sessions, session_history
 from engine.recovery import sweep
 from engine.responses import submit_responses
 from engine.runtime import Runtime
@@ -54,17 +57,41 @@ def main(argv: Sequence[str] | None = None) -> None:
     answer.add_argument("--note", help="a note carried with cancel")
     answer.add_argument("--as", dest="operator", required=True, help="the operator's name, for the audit trail")
     answer.set_defaults(handler=cmd_answer)
+    add_operator_commands(commands)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         args.handler(args)
     except (ConfigurationError, EngineError) as exc:
         sys.exit(f"hitl: {exc}")
 
 
+def add_operator_commands(commands: Any) -> None:
+    sessions = commands.add_parser("sessions", help="list sessions, newest first, with their open requests")
+    sessions.add_argument("--limit", type=int, default=100)
+    sessions.set_defaults(handler=cmd_sessions)
+
+    show = commands.add_parser("show", help="a session's history: turns, runs, requests and their responses")
+    show.add_argument("session_id")
+    show.add_argument("--json", action="store_true", help="print the history document as JSON")
+    show.set_defaults(handler=cmd_show)
+
+    resume = commands.add_parser("resume", help="re-enqueue a stuck turn (waiting with nothing open, or queued)")
+    resume.add_argument("turn_id")
+    resume.set_defaults(handler=cmd_resume)
+
+
 def runtime() -> Runtime:
     return build_runtime(Settings())
+
+
+def finish_jobs(rt: Runtime) -> None:
+    """Embedded mode: let the jobs this command started (a resumed turn) run before the process exits."""
+    join = getattr(rt.executor, "join", None)
+    if join is not None:
+        join()
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -102,6 +129,12 @@ def cmd_worker(args: argparse.Namespace) -> None:
     worker.work(with_scheduler=True)
 
 
+def join_inline(rt: Runtime) -> None:
+    """Embedded mode: let the jobs this command queued run before the process exits."""
+    if isinstance(rt.executor, InlineExecutor):
+        rt.executor.join()
+
+
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
     settings = Settings()
     from engine.db import Database
@@ -111,7 +144,9 @@ def cmd_db_upgrade(args: argparse.Namespace) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    print(json.dumps(sweep(runtime()).__dict__))
+    rt = runtime()
+    print(json.dumps(sweep(rt).__dict__))
+    join_inline(rt)
 
 
 def cmd_requests(args: argparse.Namespace) -> None:
@@ -132,8 +167,57 @@ def cmd_answer(args: argparse.Namespace) -> None:
     rt = runtime()
     [result] = submit_responses(rt, operator_principal(args.operator), [response])
     print(json.dumps(result.wire(), indent=2))
-    join = getattr(rt.executor, "join", None)
-    if join is not None:
-        join()  # embedded mode: let the resumed turn run before the process exits
+    finish_jobs(rt)
     if result.status in ("refused", "stale"):
         sys.exit(1)
+
+
+def timestamp(iso: str | None) -> str:
+    return iso[:19].replace("T", " ") if iso else "-"
+
+
+def who(principal: dict[str, Any] | None) -> str:
+    return f"{principal['principalId']} ({principal['authenticator']})" if principal else "-"
+
+
+def cmd_sessions(args: argparse.Namespace) -> None:
+    print(f"{'SESSION':38} {'STATUS':8} {'CHANNEL':10} {'PENDING':7} CREATED")
+    for s in list_sessions(runtime(), limit=args.limit):
+        print(f"{s['id']:38} {s['status']:8} {s['channel']:10} {s['pendingRequests']:<7} {timestamp(s['createdAt'])}")
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    history = session_history(runtime(), args.session_id)
+    if args.json:
+        print(json.dumps(history, indent=2))
+        return
+    print(f"session {history['id']}  {history['status']}  agent {history['agent']}  channel {history['channel']}  "
+          f"started {timestamp(history['createdAt'])} by {who(history['initiator'])}")
+    for turn in history["turns"]:
+        print_turn(turn)
+
+
+def print_turn(turn: dict[str, Any]) -> None:
+    print(f"\nturn {turn['seq']} {turn['id']}  {turn['status']}  by {who(turn['requestedBy'])}")
+    print(f"  input: {turn['input']}")
+    for run in turn["runs"]:
+        print(f"  run {run['seq']} {run['status']:11} {timestamp(run['startedAt'])} -> {timestamp(run['endedAt'])}")
+    for request in turn["requests"]:
+        outcome = f"{request['outcome']} by {who(request['responder'])}" if request["outcome"] else "open"
+        print(f"  request {request['requestId']} {request['kind']}: {request['prompt']}  [{outcome}]")
+        for c in request["candidates"]:
+            said = " ".join(filter(None, [c["decision"], c["text"]])) or "-"
+            reason = f" ({c['reason']})" if c["reason"] else ""
+            print(f"    response from {who(c['responder'])}: {said} -> {c['outcome']}{reason}")
+    for call in turn["toolCalls"]:
+        print(f"  call {call['toolName']} {json.dumps(call['input'])} -> {call['status']}")
+    if turn["result"] is not None:
+        print(f"  result: {turn['result']}")
+    if turn["error"]:
+        print(f"  error: {turn['error'].get('message', turn['error'])}")
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    rt = runtime()
+    print(f"turn {args.turn_id} {resume_turn(rt, args.turn_id)}")
+    finish_jobs(rt)

@@ -136,11 +136,13 @@ def test_approve_a_refund_and_read_the_history(page: Any, shot: Shot) -> None:
     shot(page, "2-approved")
 
 
-def test_cancel_a_refund_with_a_note(page: Any, shot: Shot) -> None:
+def test_cancel_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) -> None:
     card = start_session(page, "refund $30 on ch_1003")
     card.get_by_label("Note (optional)").fill("too expensive")
+    page.keyboard.press("Tab")
+    expect(card.get_by_role("button", name="Cancel")).to_be_focused()
     shot(page, "1-note-typed")
-    card.get_by_role("button", name="Cancel").click()
+    page.keyboard.press("Enter")
     expect(card.locator(".outcome")).to_have_text("denied by local: too expensive")
     expect(page.locator(".message.assistant").last).to_contain_text("too expensive")
     expect(page.locator(".tool").last).to_contain_text("rejected")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from tests.conftest import Stack
 from tests.support.agent import script
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
+BROKEN_MODEL = json.dumps({"steps": [[{"name": "lookup"}]]})  # a step without input: the test model raises
 
 
 def scrape(stack: Stack) -> dict[str, float]:
@@ -66,7 +68,7 @@ def test_a_refund_approved_after_90_seconds(stack: Stack) -> None:
 
 
 def test_failed_turns_and_runs_of_lost_workers_are_job_failures(stack: Stack) -> None:
-    stack.start("this is not a script the test model can play")
+    stack.start(BROKEN_MODEL)
     sid, turn_id = stack.start(REFUND)
     with stack.rt.transaction() as db:  # the worker running the turn died: its lease ran out
         db.execute(update(Turn).where(Turn.id == turn_id)

@@ -45,6 +45,8 @@ def upgrade() -> None:
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("principal", JSON, nullable=True),
         sa.Column("payload_digest", sa.String(length=64), nullable=False),
+        sa.Column("item", JSON, nullable=True),
+        sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_inbound")),
         sa.UniqueConstraint("channel", "external_id", name=op.f("uq_inbound_channel_external_id")),
     )
@@ -72,6 +74,7 @@ def upgrade() -> None:
         sa.Column("event_seq", sa.Integer(), nullable=False),
         sa.Column("message_seq", sa.Integer(), nullable=False),
         sa.Column("delivered_seq", sa.Integer(), nullable=False),
+        sa.Column("delivery_lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sessions")),

@@ -31,7 +31,7 @@ export class SessionView {
   }
 
   async start() {
-    if (await this.refreshHistory()) this.connect();
+    if ((await this.refreshHistory()) && !this.closed) this.connect();
   }
 
   composer() {
@@ -83,6 +83,7 @@ export class SessionView {
   }
 
   close() {
+    this.closed = true;
     this.source?.close();
     clearTimeout(this.retry);
     clearTimeout(this.historyTimer);

@@ -1,0 +1,102 @@
+"""What a channel adapter implements, and the platform-free parts every text channel shares.
+
+The engine drives delivery from events (`deliver(session_id)`); an adapter only knows how to show a
+request, update it once it closed, say something, and tell a refused responder why. Text-only channels
+(SMS, GitHub comments) show one request at a time: `next_prompt()` picks it and `render_text()` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .policies import SessionInfo
+from .protocol import InputRequestOut, Principal
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    """Where the shown request stands among the session's open ones: `index` of `total` (1-based)."""
+
+    index: int
+    total: int
+
+
+class ChannelAdapter(Protocol):
+    name: str
+    one_at_a_time: bool
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
+        """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id)."""
+        ...
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        """A shown request closed: remove its controls and say who answered (`ref` is what show returned)."""
+        ...
+
+    def say(self, session: SessionInfo, text: str) -> str | None:
+        """Post an assistant message."""
+        ...
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        """Tell a responder the response policy refused them; the request stays open."""
+        ...
+
+
+class ChannelUnavailable(Exception):
+    """The platform cannot take this now (rate limited, down): the delivery job fails and is retried."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+# -- text rendering, shared by the text-only channels ------------------------------------------------------
+
+TEXT_LABELS = {"cancel": "Deny"}
+"""SMS treats CANCEL as an opt-out keyword: text channels never ask anyone to reply `cancel`."""
+
+
+def compact_input(data: dict[str, Any], limit: int = 160) -> str:
+    """`key=value, ...` on one line, cut with a marker when long."""
+    text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in data.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def option_lines(request: InputRequestOut) -> list[str]:
+    lines = []
+    for number, option in enumerate(request.options, start=1):
+        label = TEXT_LABELS.get(option.id, option.label)
+        lines.append(f"{number}. {label}" + (f" - {option.description}" if option.description else ""))
+    return lines
+
+
+def render_text(request: InputRequestOut, position: QueuePosition, how_to_answer: str,
+                input_limit: int = 160) -> str:
+    """A request as plain text: prompt, the call's input, numbered options, and how to answer."""
+    head = request.prompt if position.total == 1 else f"({position.index} of {position.total}) {request.prompt}"
+    lines = [head]
+    if request.action is not None:
+        lines.append(compact_input(request.action.input, input_limit))
+    lines.extend(option_lines(request))
+    lines.append(how_to_answer)
+    return "\n".join(lines)
+
+
+def render_settled(request: InputRequestOut) -> str:
+    """One line naming the outcome and who answered."""
+    who = request.responder.display_name if request.responder else None
+    note = (request.response or {}).get("text")
+    labels = {o.id: o.label for o in request.options}
+    if request.outcome == "approved":
+        return f"Approved by {who}."
+    if request.outcome == "denied":
+        return f"Denied by {who}" + (f": {note}" if note else ".")
+    if request.outcome == "answered":
+        option = (request.response or {}).get("optionId")
+        answer = labels.get(option, option) if option else note
+        return f"Answered: {answer} (by {who})."
+    if request.outcome == "expired":
+        return "Expired: nobody answered in time."
+    return "No longer needed."

@@ -1,0 +1,143 @@
+"""`deliver(session_id)`: read the session's events after the channel's cursor and drive its adapter.
+
+One deliverer per session at a time (a lease on the session row); every post is recorded under a stable
+key before the cursor moves, so a retried job never posts twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from .channels import ChannelAdapter, QueuePosition
+from .db import changed
+from .protocol import Principal
+from .requests import open_in_order, request_out
+from .runner import session_info
+from .runtime import Runtime
+from .tables import Event, InputRequest, Post, Session
+
+log = logging.getLogger(__name__)
+
+LEASE = timedelta(seconds=60)
+
+
+def deliver(rt: Runtime, session_id: str) -> None:
+    """Job body: deliver every event not yet delivered; safe to run twice or concurrently."""
+    while claim(rt, session_id):
+        try:
+            deliver_pending(rt, session_id)
+        finally:
+            release(rt, session_id)
+        if not behind(rt, session_id):
+            return
+
+
+def claim(rt: Runtime, session_id: str) -> bool:
+    with rt.transaction() as db:
+        now = rt.now()
+        return changed(db, update(Session).where(
+            Session.id == session_id,
+            (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
+        ).values(delivery_lease_until=now + LEASE)) == 1
+
+
+def release(rt: Runtime, session_id: str) -> None:
+    with rt.transaction() as db:
+        db.execute(update(Session).where(Session.id == session_id).values(delivery_lease_until=None))
+
+
+def behind(rt: Runtime, session_id: str) -> bool:
+    with rt.db.read() as db:
+        session = db.get_one(Session, session_id)
+        return session.delivered_seq < session.event_seq
+
+
+def deliver_pending(rt: Runtime, session_id: str) -> None:
+    with rt.db.read() as db:
+        session = db.get_one(Session, session_id)
+        adapter = rt.channels.get(session.channel)
+        events = list(db.execute(select(Event).where(
+            Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
+        info = session_info(session)
+    for event in events:
+        if adapter is not None:
+            Delivery(rt, adapter, session_id, info).handle(event)
+        with rt.transaction() as db:
+            db.execute(update(Session).where(Session.id == session_id, Session.delivered_seq < event.seq)
+                       .values(delivered_seq=event.seq))
+
+
+class Delivery:
+    """One event, turned into adapter calls, each recorded under a key so it happens once."""
+
+    def __init__(self, rt: Runtime, adapter: ChannelAdapter, session_id: str, info: Any) -> None:
+        self.rt, self.adapter, self.session_id, self.info = rt, adapter, session_id, info
+
+    def handle(self, event: Event) -> None:
+        data = event.data
+        if event.type == "assistant.message" and data.get("text"):
+            self.once(f"event:{event.seq}", lambda: self.adapter.say(self.info, data["text"]))
+        elif event.type == "turn.failed":
+            message = (data.get("error") or {}).get("message", "unknown error")
+            self.once(f"event:{event.seq}", lambda: self.adapter.say(self.info, f"That failed: {message}"))
+        elif event.type == "approval.candidate" and data.get("outcome") == "rejected":
+            self.refusal(event.seq, data)
+        elif event.type == "input.requested":
+            self.show_open()
+        elif event.type == "input.resolved":
+            for resolution in data["resolutions"]:
+                self.settled(resolution["requestId"])
+            self.show_open()
+
+    def once(self, key: str, post: Any) -> None:
+        with self.rt.db.read() as db:
+            if db.execute(select(Post.id).where(Post.session_id == self.session_id, Post.key == key)).first():
+                return
+        ref = post()
+        with self.rt.transaction() as db:
+            db.add(Post(session_id=self.session_id, key=key, channel=self.adapter.name,
+                        ref=str(ref) if ref is not None else None, created_at=self.rt.now()))
+
+    def refusal(self, seq: int, data: dict[str, Any]) -> None:
+        with self.rt.db.read() as db:
+            request = request_out(db.get_one(InputRequest, data["requestId"]))
+        responder = Principal.model_validate(data["responder"])
+        self.once(f"event:{seq}", lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
+
+    def settled(self, request_id: str) -> None:
+        with self.rt.db.read() as db:
+            shown = db.execute(select(Post).where(Post.session_id == self.session_id,
+                                                  Post.key == f"request:{request_id}")).scalar_one_or_none()
+            request = request_out(db.get_one(InputRequest, request_id))
+        if shown is None:
+            return  # never shown here (a text channel's queue skipped it): nothing to update
+        ref = shown.ref
+        self.once(f"settled:{request_id}", lambda: self.adapter.settle(self.info, request, ref))
+
+    def show_open(self) -> None:
+        """Every open request (or, for a text channel, only the first) that is not shown yet."""
+        with self.rt.db.read() as db:
+            pending = open_in_order(db, InputRequest.session_id == self.session_id)
+            total = len(pending)
+            shown = [(request_out(r), QueuePosition(i, total)) for i, r in enumerate(pending, start=1)]
+        if self.adapter.one_at_a_time:
+            shown = shown[:1]
+        for request, position in shown:
+            self.once(f"request:{request.request_id}",
+                      lambda r=request, p=position: self.adapter.show(self.info, r, p))
+
+
+def stale_sessions(rt: Runtime, limit: int = 500) -> list[str]:
+    """Channel sessions whose events are not all delivered (for sweep())."""
+    if not rt.channels:
+        return []
+    with rt.db.read() as db:
+        return list(db.execute(select(Session.id).where(
+            Session.channel.in_(list(rt.channels)), Session.delivered_seq < Session.event_seq,
+            (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < rt.now()),
+        ).limit(limit)).scalars())
+

@@ -1,0 +1,81 @@
+"""Inbound items from channels: verified, deduplicated by platform id, stored, then applied by a job.
+
+A webhook handler calls `accept()` (one transaction: the Inbound row, unique on (channel, external id),
+and a `process_inbound` job); the job turns the stored item into responses or a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session as DbSession
+
+from .conversation import post_message, receive_responses
+from .db import changed
+from .protocol import InputResponse, Principal
+from .runtime import Runtime
+from .sessions import open_session
+from .tables import Inbound, Session
+
+
+def responses_item(responses: list[InputResponse]) -> dict[str, Any]:
+    """An inbound item that answers requests (button clicks, select menus, modal submissions)."""
+    return {"type": "responses", "responses": [r.wire() for r in responses]}
+
+
+def message_item(address: str, text: str) -> dict[str, Any]:
+    """An inbound item that is a message to the session at `address` (started there when there is none)."""
+    return {"type": "message", "address": address, "text": text}
+
+
+def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | None, payload: bytes,
+           item: dict[str, Any] | None) -> bool:
+    """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only."""
+    with rt.transaction() as db:
+        inbound_id = insert_once(db, channel, external_id, principal, payload, item, rt)
+        if inbound_id is None:
+            return False
+        if item is not None:
+            rt.enqueue(db, "process_inbound", inbound_id)
+        return True
+
+
+def insert_once(db: DbSession, channel: str, external_id: str, principal: Principal | None, payload: bytes,
+                item: dict[str, Any] | None, rt: Runtime) -> int | None:
+    insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(Inbound).values(
+        channel=channel, external_id=external_id, received_at=rt.now(),
+        principal=principal.wire() if principal else None,
+        payload_digest=hashlib.sha256(payload).hexdigest(), item=item,
+    ).on_conflict_do_nothing(index_elements=["channel", "external_id"]).returning(Inbound.id)
+    return db.execute(statement).scalar_one_or_none()
+
+
+def process_inbound(rt: Runtime, inbound_id: int) -> None:
+    """Job body: apply a stored item once (a second run finds it processed and does nothing)."""
+    with rt.transaction() as db:
+        if changed(db, update(Inbound).where(Inbound.id == inbound_id, Inbound.processed_at.is_(None))
+                   .values(processed_at=rt.now())) != 1:
+            return
+        row = db.get_one(Inbound, inbound_id)
+        item, channel = dict(row.item or {}), row.channel
+        principal = Principal.model_validate(row.principal) if row.principal else None
+    if item.get("type") == "responses" and principal is not None:
+        receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
+    elif item.get("type") == "message":
+        session_id = session_for_address(rt, channel, item["address"], principal)
+        post_message(rt, session_id, principal, item["text"])
+
+
+def session_for_address(rt: Runtime, channel: str, address: str, principal: Principal | None) -> str:
+    """The latest session at a channel address, or a new one there."""
+    with rt.db.read() as db:
+        found = db.execute(select(Session.id).where(Session.channel == channel, Session.address == address)
+                           .order_by(Session.created_at.desc()).limit(1)).scalar_one_or_none()
+    if found is not None:
+        return found
+    return open_session(rt, principal, channel=channel, address=address).session_id

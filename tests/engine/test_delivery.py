@@ -1,0 +1,83 @@
+"""deliver(session_id): events drive a channel adapter; each post happens once, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.delivery import deliver
+from engine.protocol import api_key_principal
+from engine.recovery import sweep
+from engine.sessions import open_session
+from tests.conftest import Stack, sqlite_settings
+from tests.support.agent import script
+from tests.support.fake_channel import RecordingChannel
+
+REFUNDS = script([("refund", {"charge_id": "a", "amount": 1}), ("refund", {"charge_id": "b", "amount": 2})])
+
+
+@pytest.fixture
+def channel_stack(tmp_path: Path) -> Iterator[tuple[Stack, RecordingChannel]]:
+    stack = Stack("sqlite", sqlite_settings(tmp_path))
+    channel = RecordingChannel()
+    stack.rt.channels["fake"] = channel
+    yield stack, channel
+    stack.close()
+
+
+def start(stack: Stack) -> str:
+    opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
+                          message=REFUNDS)
+    stack.settle()
+    return opened.session_id
+
+
+def test_every_open_request_is_shown_once_then_settled(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    assert [c[:2] for c in channel.calls if c[0] == "show"] == [("show", first["requestId"]),
+                                                               ("show", second["requestId"])]
+    stack.answer(first["requestId"], "approve")
+    stack.answer(second["requestId"], "cancel", text="no")
+    settles = [c for c in channel.calls if c[0] == "settle"]
+    assert settles == [("settle", first["requestId"], "approved", "ref-2"),
+                       ("settle", second["requestId"], "denied", "ref-3")]
+    assert channel.calls[0] == ("say", "step 1")
+    assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
+    deliver(stack.rt, sid)  # a retried job posts nothing again
+    assert len([c for c in channel.calls if c[0] == "show"]) == 2
+
+
+def test_a_text_channel_shows_one_request_at_a_time(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    stack, channel = channel_stack
+    channel.one_at_a_time = True
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    assert [c for c in channel.calls if c[0] == "show"] == [("show", first["requestId"], 1, 2)]
+    stack.answer(first["requestId"], "approve")
+    assert [c for c in channel.calls if c[0] == "show"][-1] == ("show", second["requestId"], 1, 1)
+
+
+def test_a_refused_responder_is_told(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, _ = stack.pending(sid)
+    stack.answer(first["requestId"], "approve", who="bob")
+    assert ("refuse", first["requestId"], "bob", "only alice may answer this request") in channel.calls
+
+
+def test_a_failed_post_is_retried_by_sweep_without_posting_twice(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    stack, channel = channel_stack
+    channel.fail_next = 1
+    sid = start(stack)
+    assert [c for c in channel.calls if c[0] == "show"] == []  # the first show failed; the job failed
+    report = sweep(stack.rt)
+    stack.settle()
+    assert report.redelivered >= 1
+    shows = [c[1] for c in channel.calls if c[0] == "show"]
+    assert len(shows) == 2 and len(set(shows)) == 2
+    assert len(stack.pending(sid)) == 2

@@ -1,0 +1,37 @@
+"""A channel adapter that records what it was asked to post: the engine's delivery tests use it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.channels import QueuePosition
+from engine.policies import SessionInfo
+from engine.protocol import InputRequestOut, Principal
+
+
+@dataclass
+class RecordingChannel:
+    name: str = "fake"
+    one_at_a_time: bool = False
+    calls: list[tuple] = field(default_factory=list)
+    fail_next: int = 0
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
+        self._maybe_fail()
+        self.calls.append(("show", request.request_id, position.index, position.total))
+        return f"ref-{len(self.calls)}"
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        self.calls.append(("settle", request.request_id, request.outcome, ref))
+
+    def say(self, session: SessionInfo, text: str) -> str:
+        self.calls.append(("say", text))
+        return f"ref-{len(self.calls)}"
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        self.calls.append(("refuse", request.request_id, responder.principal_id, reason))
+
+    def _maybe_fail(self) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise RuntimeError("the platform is down")
