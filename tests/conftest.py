@@ -229,19 +229,33 @@ def truncate_all(url: str) -> None:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def make_stack(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **overrides: Any) -> Iterator[Stack]:
+    """A `kind` ("sqlite" or "postgres") stack; `overrides` are Settings fields (a channel's, say).
+
+    The postgres stack shares this test session's RQ worker, which runs with the environment the worker
+    fixture gave it: a test whose jobs need other settings (a channel's base URL) starts its own worker
+    with `worker_env(...)` and a queue of its own.
+    """
+    if kind == "sqlite":
+        built = Stack("sqlite", sqlite_settings(tmp_path, **overrides))
+    else:
+        url = request.getfixturevalue("postgres_url")
+        truncate_all(url)
+        fields = {"queue": request.getfixturevalue("queue_name"), **overrides}
+        if fields["queue"] == request.getfixturevalue("queue_name"):
+            worker: WorkerProcess = request.getfixturevalue("rq_worker")
+            assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
+        built = Stack("postgres", Settings(database_url=url, redis_url=request.getfixturevalue("redis_url"),
+                                           agent=TEST_AGENT, api_keys=API_KEYS, **fields))
+    try:
+        yield built
+    finally:
+        built.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
     """The same test on SQLite + in-process jobs, and on PostgreSQL + Redis + a real RQ worker process."""
-    if request.param == "sqlite":
-        built = Stack("sqlite", sqlite_settings(tmp_path))
-    else:
-        url = request.getfixturevalue("postgres_url")
-        worker: WorkerProcess = request.getfixturevalue("rq_worker")
-        truncate_all(url)
-        built = Stack("postgres", Settings(
-            database_url=url, redis_url=request.getfixturevalue("redis_url"),
-            queue=request.getfixturevalue("queue_name"), agent=TEST_AGENT, api_keys=API_KEYS,
-        ))
-        assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
-    yield built
-    built.close()
+    with make_stack(request, request.param, tmp_path) as built:
+        yield built

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from tests.conftest import Stack
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Stack, make_stack
 from tests.contract.driver import Shown
+
+
+@contextmanager
+def driver(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[ApiDriver]:
+    with make_stack(request, kind, tmp_path) as stack:
+        yield ApiDriver(stack)
 
 
 class ApiDriver:

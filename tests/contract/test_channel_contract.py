@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import Stack
-from tests.contract.api_driver import ApiDriver
+from tests.contract import api_driver
 from tests.contract.driver import Driver
 from tests.support.agent import read_ledger, script
 
@@ -15,12 +16,17 @@ QUESTION = ("ask_question", {"question": "Which color?", "options": [
     {"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]})
 REFUND = ("refund", {"charge_id": "ch_1", "amount": 5})
 
-DRIVERS: dict[str, Callable[[Stack], Driver]] = {"console": ApiDriver}
+DriverFactory = Callable[[pytest.FixtureRequest, str, Path], AbstractContextManager[Driver]]
+DRIVERS: dict[str, DriverFactory] = {"console": api_driver.driver}
+"""Each channel's driver factory: (request, stack kind, tmp_path) -> a context manager yielding the driver."""
 
 
-@pytest.fixture(params=sorted(DRIVERS))
-def driver(request: pytest.FixtureRequest, stack: Stack) -> Iterator[Driver]:
-    yield DRIVERS[request.param](stack)
+@pytest.fixture(params=[(name, kind) for name in sorted(DRIVERS) for kind in ("sqlite", "postgres")],
+                ids=lambda p: "-".join(p))
+def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Driver]:
+    name, kind = request.param
+    with DRIVERS[name](request, kind, tmp_path) as built:
+        yield built
 
 
 def refunds() -> list[dict]:
