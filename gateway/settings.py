@@ -21,6 +21,25 @@ class Settings(BaseSettings):
     inline_workers: int = Field(4, ge=1, validation_alias="HITL_INLINE_WORKERS")
     worker_class: str = Field("fork", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
     response_policy_timeout: float = Field(10.0, gt=0, validation_alias="HITL_RESPONSE_POLICY_TIMEOUT")
+    public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
+
+    slack_bot_token: str | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: str | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
+    slack_client_id: str | None = Field(None, validation_alias="SLACK_CLIENT_ID")
+    slack_client_secret: str | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
+    slack_app_token: str | None = Field(None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field("https://slack.com/api/", validation_alias="SLACK_API_URL")
+
+    twilio_account_sid: str | None = Field(None, validation_alias="TWILIO_ACCOUNT_SID")
+    twilio_auth_token: str | None = Field(None, validation_alias="TWILIO_AUTH_TOKEN")
+    twilio_from: str | None = Field(None, validation_alias="TWILIO_FROM")
+    twilio_allow_from: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="TWILIO_ALLOW_FROM")
+    twilio_api_url: str = Field("https://api.twilio.com", validation_alias="TWILIO_API_URL")
+
+    github_webhook_secret: str | None = Field(None, validation_alias="GITHUB_WEBHOOK_SECRET")
+    github_token: str | None = Field(None, validation_alias="GITHUB_TOKEN")
+    github_bot_login: str | None = Field(None, validation_alias="GITHUB_BOT_LOGIN")
+    github_api_url: str = Field("https://api.github.com", validation_alias="GITHUB_API_URL")
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -35,6 +54,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"HITL_API_KEYS entries look like key=principalId, not {item!r}")
             keys[key.strip()] = principal.strip()
         return keys
+
+    @field_validator("twilio_allow_from", mode="before")
+    @classmethod
+    def _parse_numbers(cls, value: object) -> object:
+        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("redis_url", mode="before")
     @classmethod
