@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     twilio_account_sid: str | None = Field(None, validation_alias="TWILIO_ACCOUNT_SID")
     twilio_auth_token: str | None = Field(None, validation_alias="TWILIO_AUTH_TOKEN")
     twilio_from: str | None = Field(None, validation_alias="TWILIO_FROM")
-    twilio_allow_from: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="TWILIO_ALLOW_FROM")
+    twilio_allow_from: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="TWILIO_ALLOW_FROM")
     twilio_api_url: str = Field("https://api.twilio.com", validation_alias="TWILIO_API_URL")
 
     github_webhook_secret: str | None = Field(None, validation_alias="GITHUB_WEBHOOK_SECRET")
