@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 
 from engine import Agent
+from engine.channels import ChannelAdapter
 from engine.db import Database
 from engine.executors import InlineExecutor, RQExecutor
 from engine.runtime import Executor, Runtime, install
@@ -41,5 +43,15 @@ def build_runtime(settings: Settings) -> Runtime:
     )
     return install(Runtime(
         db, load_agent(settings.agent), executor, lease_seconds=settings.lease_seconds,
-        response_policy_timeout=settings.response_policy_timeout,
+        response_policy_timeout=settings.response_policy_timeout, channels=build_channels(settings),
     ))
+
+
+CHANNEL_FACTORIES: list[Callable[[Settings], ChannelAdapter | None]] = []
+"""One per channel module of the gateway: settings in, the configured adapter (or None when not configured)."""
+
+
+def build_channels(settings: Settings) -> dict[str, ChannelAdapter]:
+    """Every configured channel adapter by name; a half-configured channel fails here, naming what is missing."""
+    adapters = (factory(settings) for factory in CHANNEL_FACTORIES)
+    return {adapter.name: adapter for adapter in adapters if adapter is not None}
