@@ -27,6 +27,11 @@ class ChannelAdapter(Protocol):
     name: str
     one_at_a_time: bool
 
+    def address(self, data: dict[str, Any]) -> str:
+        """The opaque session address (`"<channel>:<space>:<thread>"`) for an API-given place, e.g. Slack's
+        `{channel, threadTs?}`; raises ValueError naming what is wrong."""
+        ...
+
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
         """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id)."""
         ...

@@ -64,7 +64,17 @@ def refuse_nul_characters() -> None:
 def create_session() -> tuple[Response, int]:
     principal = current_principal()
     payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
-    opened = open_session(runtime(), principal, message=payload.message)
+    channel, address = "api", None
+    if payload.channel is not None:
+        adapter = runtime().channels.get(payload.channel)
+        if adapter is None:
+            raise ApiError(422, "unknown_channel", f"channel {payload.channel!r} is not configured",
+                           {"channels": sorted(runtime().channels)})
+        try:
+            channel, address = payload.channel, adapter.address(payload.address or {})
+        except ValueError as exc:
+            raise ApiError(422, "invalid_address", str(exc), {"channel": payload.channel}) from exc
+    opened = open_session(runtime(), principal, channel=channel, address=address, message=payload.message)
     result: dict[str, Any] = {"id": opened.session_id}
     if opened.turn_id:
         result["turnId"] = opened.turn_id

@@ -34,6 +34,16 @@ class NewSession(StrictWireModel):
     """POST /api/sessions: a message starts the first turn."""
 
     message: Text | SkipJsonSchema[None] = omitted()
+    channel: Annotated[str, Field(min_length=1, max_length=32)] | SkipJsonSchema[None] = omitted(
+        "a configured channel (slack, twilio, github) whose place receives this session's requests")
+    address: dict[str, Any] | SkipJsonSchema[None] = omitted(
+        "where in the channel, e.g. Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
+
+    @model_validator(mode="after")
+    def _channel_and_address(self) -> NewSession:
+        if (self.channel is None) != (self.address is None):
+            raise ValueError("channel and address go together")
+        return self
 
 
 class SessionInput(StrictWireModel):

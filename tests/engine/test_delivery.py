@@ -81,3 +81,22 @@ def test_a_failed_post_is_retried_by_sweep_without_posting_twice(
     shows = [c[1] for c in channel.calls if c[0] == "show"]
     assert len(shows) == 2 and len(set(shows)) == 2
     assert len(stack.pending(sid)) == 2
+
+
+def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    stack, channel = channel_stack
+    client = stack.client("alice")
+    created = client.post("/api/sessions", json={"message": REFUNDS, "channel": "fake", "address": {"room": "r9"}})
+    assert created.status_code == 201
+    stack.settle()
+    session = client.get(f"/api/sessions/{created.get_json()['id']}").get_json()
+    assert (session["channel"], session["address"]) == ("fake", "fake:r9:")
+    assert len([c for c in channel.calls if c[0] == "show"]) == 2
+
+    bad = client.post("/api/sessions", json={"message": "hi", "channel": "fake", "address": {"nope": 1}})
+    assert (bad.status_code, bad.get_json()["error"]["code"]) == (422, "invalid_address")
+    unknown = client.post("/api/sessions", json={"message": "hi", "channel": "pager", "address": {}})
+    assert (unknown.status_code, unknown.get_json()["error"]["code"]) == (422, "unknown_channel")
+    half = client.post("/api/sessions", json={"message": "hi", "channel": "fake"})
+    assert half.status_code == 400
+    assert len(client.get("/api/sessions").get_json()["sessions"]) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.channels import QueuePosition
 from engine.policies import SessionInfo
@@ -15,6 +16,11 @@ class RecordingChannel:
     one_at_a_time: bool = False
     calls: list[tuple] = field(default_factory=list)
     fail_next: int = 0
+
+    def address(self, data: dict[str, Any]) -> str:
+        if not isinstance(data.get("room"), str):
+            raise ValueError("a fake address needs a room")
+        return f"fake:{data['room']}:"
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
         self._maybe_fail()
