@@ -72,9 +72,10 @@ def test_a_refused_responder_is_told(channel_stack: tuple[Stack, RecordingChanne
 def test_a_failed_post_is_retried_by_sweep_without_posting_twice(
         channel_stack: tuple[Stack, RecordingChannel]) -> None:
     stack, channel = channel_stack
-    channel.fail_next = 1
+    channel.down = True
     sid = start(stack)
-    assert [c for c in channel.calls if c[0] == "show"] == []  # the first show failed; the job failed
+    assert [c for c in channel.calls if c[0] == "show"] == []  # every show failed; so did the jobs
+    channel.down = False
     report = sweep(stack.rt)
     stack.settle()
     assert report.redelivered >= 1

@@ -15,7 +15,7 @@ class RecordingChannel:
     name: str = "fake"
     one_at_a_time: bool = False
     calls: list[tuple] = field(default_factory=list)
-    fail_next: int = 0
+    down: bool = False
 
     def address(self, data: dict[str, Any]) -> str:
         if not isinstance(data.get("room"), str):
@@ -38,6 +38,5 @@ class RecordingChannel:
         self.calls.append(("refuse", request.request_id, responder.principal_id, reason))
 
     def _maybe_fail(self) -> None:
-        if self.fail_next:
-            self.fail_next -= 1
+        if self.down:
             raise RuntimeError("the platform is down")
