@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from engine import Agent, ModelReply, ScriptedModel, ToolCallRequest, ToolContext, always, tool
+from engine import Agent, ModelReply, ScriptedModel, ToolCallRequest, ToolContext, always, ask_question, tool
 
 CHARGES: dict[str, dict[str, Any]] = {
     "ch_1001": {"customer": "Ada Lovelace", "amount": 42.00, "currency": "usd", "description": "Annual plan"},
@@ -15,9 +15,16 @@ CHARGES: dict[str, dict[str, Any]] = {
 }
 
 HELP = (
-    "I am the demo billing assistant. Try: \"refund $20 on ch_1001\" (needs your approval) "
-    "or \"look up ch_1002\" (no approval needed). Known charges: " + ", ".join(CHARGES) + "."
+    "I am the demo billing assistant. Try: \"refund $20 on ch_1001\" (needs your approval), "
+    "\"look up ch_1002\" (no approval needed) or \"upgrade my plan\" (I will ask you which plan). "
+    "Known charges: " + ", ".join(CHARGES) + "."
 )
+
+PLANS = [
+    {"label": "Basic", "description": "$9 a month, one seat"},
+    {"label": "Pro", "description": "$29 a month, five seats"},
+    {"label": "Enterprise", "description": "talk to sales"},
+]
 
 
 @tool
@@ -52,6 +59,8 @@ def script(messages: list[dict[str, Any]]) -> ModelReply:
     results = {m["tool_call_id"]: json.loads(m["content"]) for m in messages[start:] if m["role"] == "tool"}
     calls = [c for m in messages[start:] for c in m.get("tool_calls") or []]
     charge = re.search(r"ch_\w+", text)
+    if not calls and "upgrade" in text.lower():
+        return ModelReply(tool_calls=[ToolCallRequest("ask_question", {"question": "Which plan?", "options": PLANS})])
     if not calls:
         if charge is None:
             return ModelReply(text=HELP)
@@ -60,6 +69,10 @@ def script(messages: list[dict[str, Any]]) -> ModelReply:
     result = results[last["id"]]
     if "error" in result and result["error"]:
         return ModelReply(text=f"That did not happen: {result['error']['message']}")
+    if last["function"]["name"] == "ask_question":
+        if result["status"] != "answered":
+            return ModelReply(text="No problem, your plan stays as it is.")
+        return ModelReply(text=f"Done: you are on the {result['answer']} plan now.")
     if last["function"]["name"] == "lookup_charge":
         wants_refund = "refund" in text.lower()
         if not wants_refund:
@@ -79,5 +92,5 @@ agent = Agent(
     name="billing-demo",
     instructions="You are a careful billing assistant. Refunds need a person's approval.",
     model=ScriptedModel(script),
-    tools=[lookup_charge, refund_charge],
+    tools=[lookup_charge, refund_charge, ask_question()],
 )

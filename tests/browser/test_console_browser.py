@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from gateway import demo, stream
+from gateway import stream
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, ROOT, TEST_AGENT
@@ -149,7 +149,6 @@ def test_cancel_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) ->
     shot(page, "2-denied")
 
 
-@pytest.mark.skipif("ask_question" not in demo.agent.tools, reason="the demo agent does not ask questions yet")
 def test_answer_a_question_from_the_select(page: Any, shot: Shot) -> None:
     card = start_session(page, "upgrade my plan")
     expect(card).to_contain_text("Which plan?")
@@ -157,6 +156,7 @@ def test_answer_a_question_from_the_select(page: Any, shot: Shot) -> None:
     shot(page, "1-question")
     card.get_by_role("button", name="Send").click()
     expect(card.locator(".outcome")).to_have_text("answered by local: Pro")
+    expect(page.locator(".message.assistant").last).to_contain_text("you are on the Pro plan now")
     shot(page, "2-answered")
 
 
