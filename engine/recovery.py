@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -144,3 +145,28 @@ def push_outbox(rt: Runtime) -> int:
     if rows:
         rt.push(rows)
     return len(rows)
+
+
+class Sweeper:
+    """Runs sweep() every `seconds` in a daemon thread (each `hitl worker`, and the embedded server)."""
+
+    def __init__(self, rt: Runtime, seconds: float) -> None:
+        self.rt, self.seconds = rt, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="hitl-sweeper", daemon=True)
+
+    def start(self) -> Sweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.seconds):
+            try:
+                sweep(self.rt)
+            except Exception:  # the next round tries again
+                log.exception("sweep failed")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from flask import Flask
 
+from engine.executors import InlineExecutor
+from engine.recovery import Sweeper
+
 from . import api, console, errors, health, metrics, openapi
 from .compose import build_runtime
 from .settings import Settings
@@ -14,7 +17,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["HITL_SETTINGS"] = settings
-    app.extensions["hitl"] = build_runtime(settings)
+    rt = app.extensions["hitl"] = build_runtime(settings)
+    if isinstance(rt.executor, InlineExecutor):  # embedded mode: no worker sweeps, so this process does
+        app.extensions["hitl-sweeper"] = Sweeper(rt, settings.sweep_seconds).start()
     errors.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(health.bp)

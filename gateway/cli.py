@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ from engine.executors import InlineExecutor
 from engine.operator import resume_turn
 from engine.protocol import InputResponse, operator_principal
 from engine.queries import list_requests, list_sessions, session_history
-from engine.recovery import sweep
+from engine.recovery import Sweeper, sweep
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 
@@ -113,15 +112,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     import engine.jobs  # noqa: F401
 
-    def sweeper() -> None:
-        stop = threading.Event()
-        while not stop.wait(settings.sweep_seconds):
-            try:
-                sweep(rt)
-            except Exception:
-                log.exception("sweep failed")
-
-    threading.Thread(target=sweeper, name="hitl-sweeper", daemon=True).start()
+    Sweeper(rt, settings.sweep_seconds).start()
     executor = rt.executor
     worker_class = SimpleWorker if settings.worker_class == "simple" else Worker
     connection = executor.redis  # type: ignore[attr-defined]

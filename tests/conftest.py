@@ -125,6 +125,9 @@ class Stack:
         return self.history(session_id)["turns"][seq - 1]
 
     def close(self) -> None:
+        sweeper = self.app.extensions.get("hitl-sweeper")
+        if sweeper is not None:
+            sweeper.stop()
         if isinstance(self.rt.executor, InlineExecutor):
             self.rt.executor.join()
             self.rt.executor.shutdown()
@@ -132,8 +135,9 @@ class Stack:
 
 
 def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    fields: dict[str, Any] = {"sweep_seconds": 3600, **overrides}  # tests sweep when they mean to
     return Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent=TEST_AGENT, api_keys=API_KEYS,
-                    **overrides)
+                    **fields)
 
 
 @pytest.fixture(scope="session")

@@ -389,3 +389,19 @@ def test_an_expired_approval_counts_as_denied_and_a_late_answer_is_stale(stack: 
     stack.settle()
     assert read_ledger() == []
     assert "already closed (expired)" in stack.history(sid)["turns"][-1]["input"]
+
+
+def test_the_embedded_server_sweeps_by_itself(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import sqlite_settings
+
+    from .test_recovery import wait_for
+
+    stack = Stack("sqlite", sqlite_settings(tmp_path, sweep_seconds=0.2))
+    try:
+        sid, _ = stack.start(script([COLORS]))
+        later(stack, 31)
+        wait_for(lambda: not stack.pending(sid), timeout=10, what="the sweeper to expire the question")
+        stack.settle()
+        assert tool_results(stack, sid) == [{"status": "dismissed"}]
+    finally:
+        stack.close()
