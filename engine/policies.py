@@ -155,12 +155,16 @@ class auto(RequestPolicy):  # noqa: N801
 
 @dataclass(frozen=True)
 class ResponseInfo:
-    """One response as a policy sees it: `decision` is `approve`, `cancel` or the chosen option id."""
+    """One response as a policy sees it: the chosen option (`approve`, `cancel`, a question's option) and text."""
 
     responder: Principal
     option_id: str | None
     text: str | None
-    decision: str | None
+
+    @property
+    def decision(self) -> str | None:
+        """`approve` / `cancel` for an approval, the option id for a question (None for free text)."""
+        return self.option_id
 
 
 @dataclass(frozen=True)

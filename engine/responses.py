@@ -47,10 +47,11 @@ class ResponseResult:
 
 @dataclass(frozen=True)
 class Checked:
+    """A response validated against its request: the option resolved, the text trimmed."""
+
     response: InputResponse
     option_id: str | None
     text: str | None
-    kind: str
 
 
 def submit_responses(
@@ -72,7 +73,7 @@ def check(rt: Runtime, response: InputResponse, session_id: str | None) -> Check
                 {"requestId": request.request_id, "outcome": request.outcome},
             )
         option_id, text = normalize(request, response)
-        return Checked(response, option_id, text, request.kind)
+        return Checked(response, option_id, text)
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -113,7 +114,7 @@ def outcome_of(kind: str, option_id: str | None) -> str:
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseResult:
     request_id = checked.response.request_id
-    info = ResponseInfo(principal, checked.option_id, checked.text, checked.option_id)
+    info = ResponseInfo(principal, checked.option_id, checked.text)
     candidate_id, context, policy = record_candidate(rt, request_id, info)
     verdict, reason = judge(rt, policy, context)
     with rt.transaction() as db:
@@ -172,7 +173,7 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
         ).order_by(ResponseCandidate.created_at)
     ).scalars()
     candidates = [
-        ResponseInfo(Principal.model_validate(c.responder), c.decision, c.text, c.decision)
+        ResponseInfo(Principal.model_validate(c.responder), c.decision, c.text)
         for c in earlier
     ]
     session = db.get_one(Session, request.session_id)
