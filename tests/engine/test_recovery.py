@@ -118,18 +118,22 @@ def only_session(stack: Stack) -> str:
     return str(session["id"])
 
 
+def crash_while(crashable: Crashable, tool: str, command: str, argument: str) -> None:
+    """Start work in a process, SIGKILL it while `tool` runs, then recover as a worker's sweep would."""
+    kill = crashable.doom(command, argument)
+    wait_for(started(tool), what="the tool to start")
+    kill()
+    crashable.revive()
+    wait_for(lambda: sweep(crashable.stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
+    crashable.stack.settle()
+
+
 def test_a_gated_tool_interrupted_by_a_crash_needs_a_fresh_approval(crashable: Crashable) -> None:
     stack = crashable.stack
     sid, _ = stack.start(script([("slow_refund", {"seconds": 60})]))
     [request] = stack.pending(sid)
-    kill = crashable.doom("answer", request["requestId"])
-    wait_for(started("slow_refund"), what="the tool to start")
-    kill()
-    assert stack.turn(sid)["status"] == "running"
 
-    crashable.revive()
-    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
-    stack.settle()
+    crash_while(crashable, "slow_refund", "answer", request["requestId"])
 
     turn = stack.turn(sid)
     assert turn["status"] == "waiting"
@@ -150,12 +154,7 @@ def test_a_gated_tool_interrupted_by_a_crash_needs_a_fresh_approval(crashable: C
 
 def test_an_idempotent_tool_runs_again_with_the_same_key(crashable: Crashable) -> None:
     stack = crashable.stack
-    kill = crashable.doom("start", script([("slow_sync", {"seconds": 60})]))
-    wait_for(started("slow_sync"), what="the tool to start")
-    kill()
-    crashable.revive()
-    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
-    stack.settle()
+    crash_while(crashable, "slow_sync", "start", script([("slow_sync", {"seconds": 60})]))
 
     sid = only_session(stack)
     turn = stack.turn(sid)
@@ -167,12 +166,7 @@ def test_an_idempotent_tool_runs_again_with_the_same_key(crashable: Crashable) -
 
 def test_an_unsafe_tool_is_not_retried_after_a_crash(crashable: Crashable) -> None:
     stack = crashable.stack
-    kill = crashable.doom("start", script([("fragile", {"seconds": 60})]))
-    wait_for(started("fragile"), what="the tool to start")
-    kill()
-    crashable.revive()
-    wait_for(lambda: sweep(stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
-    stack.settle()
+    crash_while(crashable, "fragile", "start", script([("fragile", {"seconds": 60})]))
 
     turn = stack.turn(only_session(stack))
     assert turn["status"] == "completed"
