@@ -33,7 +33,8 @@ class ChannelAdapter(Protocol):
         ...
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
-        """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id)."""
+        """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id), or
+        None when nothing was posted (the address is unreachable): see engine.contacts."""
         ...
 
     def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
@@ -63,10 +64,10 @@ TEXT_LABELS = {"cancel": "Deny"}
 """SMS treats CANCEL as an opt-out keyword: text channels never ask anyone to reply `cancel`."""
 
 
-def compact_input(data: dict[str, Any], limit: int = 160) -> str:
+def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:
     """`key=value, ...` on one line, cut with a marker when long."""
     text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in data.items())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else text[: max(limit - len(marker), 0)] + marker
 
 
 def option_lines(request: InputRequestOut) -> list[str]:
@@ -78,12 +79,12 @@ def option_lines(request: InputRequestOut) -> list[str]:
 
 
 def render_text(request: InputRequestOut, position: QueuePosition, how_to_answer: str,
-                input_limit: int = 160) -> str:
+                input_limit: int = 160, marker: str = "…") -> str:
     """A request as plain text: prompt, the call's input, numbered options, and how to answer."""
     head = request.prompt if position.total == 1 else f"({position.index} of {position.total}) {request.prompt}"
     lines = [head]
     if request.action is not None:
-        lines.append(compact_input(request.action.input, input_limit))
+        lines.append(compact_input(request.action.input, input_limit, marker))
     lines.extend(option_lines(request))
     lines.append(how_to_answer)
     return "\n".join(lines)

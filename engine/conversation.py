@@ -44,6 +44,7 @@ class Posted:
 def post_message(
     rt: Runtime, session_id: str, principal: Principal | None, text: str, turn_policy: TurnPolicy = "steer"
 ) -> Posted:
+    text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL; no channel means one
     if not text.strip():
         raise InvalidInput("a message needs some text")
     with rt.transaction() as db:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
 from .db import changed
@@ -69,6 +70,8 @@ def deliver_pending(rt: Runtime, session_id: str) -> None:
         with rt.transaction() as db:
             db.execute(update(Session).where(Session.id == session_id, Session.delivered_seq < event.seq)
                        .values(delivered_seq=event.seq))
+    if adapter is not None:
+        Delivery(rt, adapter, session_id, info).show_open()  # prompts forgotten by forget_unposted_prompts()
 
 
 class Delivery:
@@ -129,6 +132,20 @@ class Delivery:
         for request, position in shown:
             self.once(f"request:{request.request_id}",
                       lambda r=request, p=position: self.adapter.show(self.info, r, p))
+
+
+def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
+    """Forget the prompts of open requests that were recorded as shown but never posted (`show()` returned
+    None: the address was unreachable), so the next delivery shows them; returns the sessions concerned."""
+    unposted = db.execute(select(Post).where(
+        Post.session_id.in_(session_ids), Post.key.startswith("request:"), Post.ref.is_(None))).scalars().all()
+    forgotten = set()
+    for post in unposted:
+        request = db.get(InputRequest, post.key.removeprefix("request:"))
+        if request is not None and request.status == "pending":
+            db.delete(post)
+            forgotten.add(post.session_id)
+    return sorted(forgotten)
 
 
 def stale_sessions(rt: Runtime, limit: int = 500) -> list[str]:

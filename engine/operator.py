@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
 from .errors import Conflict, NotFound
 from .runtime import Runtime
 from .tables import Turn
-from .turns import ACTIVE_TURN, pending_requests, schedule_resume
+from .turns import blocking_turn, lock_turn, pending_requests, schedule_resume
 
 
 def resume_turn(rt: Runtime, turn_id: str) -> str:
     """Re-enqueue a stuck turn: `resumed` (waiting, nothing pending) or `requeued` (queued); else Conflict."""
     with rt.transaction() as db:
-        turn = db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one_or_none()
-        if turn is None:
+        if db.get(Turn, turn_id) is None:
             raise NotFound(f"no turn {turn_id!r}", {"turnId": turn_id})
+        turn = lock_turn(db, turn_id)
         if turn.status == "waiting":
             if schedule_resume(rt, db, turn):
                 return "resumed"
@@ -23,11 +21,7 @@ def resume_turn(rt: Runtime, turn_id: str) -> str:
             raise Conflict(f"turn {turn_id} is waiting on {open_requests} open request(s); answer them "
                            "(`hitl requests --status pending`) and it resumes by itself", {"turnId": turn_id})
         if turn.status == "queued":
-            earlier = db.execute(
-                select(Turn.id, Turn.status).where(
-                    Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
-                ).order_by(Turn.seq).limit(1)
-            ).first()
+            earlier = blocking_turn(db, turn)
             if earlier is not None:
                 raise Conflict(f"turn {turn_id} waits for turn {earlier.id} ({earlier.status}) of its session "
                                "to end", {"turnId": turn_id})

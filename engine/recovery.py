@@ -14,7 +14,7 @@ from .delivery import stale_sessions
 from .runtime import Runtime
 from .settlement import close_request
 from .tables import Inbound, InputRequest, Outbox, Run, ToolCall, Turn
-from .turns import ACTIVE_TURN, latest_run, lock_turn, schedule_resume
+from .turns import blocking_turn, latest_run, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +104,7 @@ def requeue(rt: Runtime, turn_id: str) -> int:
         turn = lock_turn(db, turn_id)
         if turn.status != "queued":
             return 0
-        earlier = db.execute(
-            select(Turn.id).where(
-                Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
-            )
-        ).first()
-        if earlier is not None:
+        if blocking_turn(db, turn) is not None:
             return 0
         turn.updated_at = rt.now()
         rt.enqueue(db, "run_turn", turn_id)

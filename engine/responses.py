@@ -78,7 +78,7 @@ def check(rt: Runtime, response: InputResponse, session_id: str | None) -> Check
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
     """The option a response names (synonyms resolved, case-insensitive) and its text, or InvalidInput."""
-    text = response.text.strip() if response.text is not None else None
+    text = response.text.replace("\x00", "").strip() if response.text is not None else None
     text = text or None
     option_id = None
     if response.option_id is not None:

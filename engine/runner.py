@@ -19,7 +19,7 @@ from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
 from .runtime import Runtime
 from .tables import ApprovalGrant, InputRequest, Message, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash, reject_call
-from .turns import ACTIVE_TURN, end_turn, latest_run, lock_turn, pending_requests
+from .turns import blocking_turn, end_turn, latest_run, lock_turn, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -57,15 +57,12 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
 def claim(rt: Runtime, turn_id: str) -> str | None:
     """Compare-and-set the turn from `queued` to `running` and open (or activate) its Run."""
     with rt.transaction() as db:
-        turn = db.get(Turn, turn_id)
-        if turn is None or turn.status != "queued":
+        if db.get(Turn, turn_id) is None:
             return None
-        earlier = db.execute(
-            select(Turn.id).where(
-                Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
-            )
-        ).first()
-        if earlier is not None:
+        turn = lock_turn(db, turn_id)
+        if turn.status != "queued":
+            return None
+        if blocking_turn(db, turn) is not None:
             return None
         claimed = changed(db, update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
                           .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now()))

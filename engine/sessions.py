@@ -38,6 +38,8 @@ def open_session(
 
 
 def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str) -> str:
+    """A new turn for `text`: enqueued now when the session has no active turn, else it waits its turn."""
+    text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL
     if not text.strip():
         raise InvalidInput("a message needs some text")
     seq = db.execute(select(func.coalesce(func.max(Turn.seq), 0)).where(Turn.session_id == session.id)).scalar_one()

@@ -22,8 +22,21 @@ def active_turn(db: DbSession, session_id: str) -> Turn | None:
 
 
 def lock_turn(db: DbSession, turn_id: str) -> Turn:
-    """Load a turn with its row locked (PostgreSQL); SQLite already holds the database write lock."""
+    """Load a turn with its row locked (PostgreSQL; SQLite already holds the database write lock).
+
+    Locks are always taken session row first, then turn row: appending an event locks the session row
+    too, so every transaction that holds a turn and emits takes them in the same order (no deadlock).
+    """
+    session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one()
+    db.execute(select(Session.id).where(Session.id == session_id).with_for_update())
     return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+
+
+def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
+    """An earlier turn of the same session that has not ended: `turn` must wait for it."""
+    return db.execute(select(Turn).where(
+        Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
+    ).order_by(Turn.seq).limit(1)).scalar_one_or_none()
 
 
 def latest_run(db: DbSession, turn_id: str) -> Run | None:

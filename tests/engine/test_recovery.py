@@ -31,7 +31,7 @@ from tests.support.agent import read_ledger, script
 LEASE = 3
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -124,7 +124,7 @@ def crash_while(crashable: Crashable, tool: str, command: str, argument: str) ->
     wait_for(started(tool), what="the tool to start")
     kill()
     crashable.revive()
-    wait_for(lambda: sweep(crashable.stack.rt).recovered, timeout=LEASE + 10, what="the lease to run out")
+    wait_for(lambda: sweep(crashable.stack.rt).recovered, timeout=LEASE + 30, what="the lease to run out")
     crashable.stack.settle()
 
 
