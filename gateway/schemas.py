@@ -202,8 +202,6 @@ class RequestList(WireModel):
     requests: list[InputRequest]
 
 
-
-
 class ResponseResult(WireModel):
     request_id: str
     status: Literal["settled", "pending", "refused", "stale"]
