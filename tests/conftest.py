@@ -67,7 +67,11 @@ class Stack:
             if self.quiet():
                 return
             time.sleep(0.05)
-        raise AssertionError(f"the worker did not finish within {timeout}s")
+        with self.rt.db.read() as db:
+            unpushed = db.execute(select(Outbox.job, Outbox.args).where(Outbox.enqueued_at.is_(None))).all()
+            busy = db.execute(select(Turn.id, Turn.status).where(Turn.status.in_(["queued", "running"]))).all()
+        raise AssertionError(f"the worker did not finish within {timeout}s: unpushed outbox rows {unpushed}, "
+                             f"turns still queued or running {busy}")
 
     def quiet(self) -> bool:
         with self.rt.db.read() as db:

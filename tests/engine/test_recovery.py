@@ -83,7 +83,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
         queue = f"crash-{os.getpid()}-{time.monotonic_ns()}"
         stack = Stack("postgres", Settings(database_url=url, redis_url=redis_url, queue=queue, agent=TEST_AGENT,
                                            lease_seconds=LEASE, api_keys={"alice-key": "alice"}))
-        env = worker_env(url, redis_url, queue, HITL_LEASE_SECONDS=str(LEASE), HITL_SWEEP_SECONDS="3600")
+        env = worker_env(url, redis_url, queue, HITL_LEASE_SECONDS=str(LEASE))  # its sweep recovers too
 
         def spawn() -> WorkerProcess:
             procs.append(WorkerProcess(env, tmp_path / f"worker{len(procs)}.log"))
@@ -124,8 +124,17 @@ def crash_while(crashable: Crashable, tool: str, command: str, argument: str) ->
     wait_for(started(tool), what="the tool to start")
     kill()
     crashable.revive()
-    wait_for(lambda: sweep(crashable.stack.rt).recovered, timeout=LEASE + 30, what="the lease to run out")
+    wait_for(lambda: recovered(crashable.stack), timeout=LEASE + 30, what="the lease to run out")
     crashable.stack.settle()
+
+
+def recovered(stack: Stack) -> bool:
+    """Sweep (as every worker does every few seconds); True once a dead runner's turn was recovered."""
+    sweep(stack.rt)
+    from engine.queries import list_sessions
+
+    return any(r["status"] == "crashed" for s in list_sessions(stack.rt)
+               for t in stack.history(s["id"])["turns"] for r in t["runs"])
 
 
 def test_a_gated_tool_interrupted_by_a_crash_needs_a_fresh_approval(crashable: Crashable) -> None:
