@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
@@ -48,6 +48,18 @@ class ChannelAdapter(Protocol):
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Tell a responder the response policy refused them; the request stays open."""
         ...
+
+
+@runtime_checkable
+class Acknowledging(Protocol):
+    """Optional for an adapter: mark the message a person sent (GitHub: a reaction on their comment).
+
+    An inbound item may carry `ref`, the platform's reference to that message; `process_inbound` then calls
+    `acknowledge(ref, "received")` before applying the item, and once per status its responses got
+    (`settled`, `pending`, `refused`, `stale`). A failure is logged: the item's effect has happened.
+    """
+
+    def acknowledge(self, ref: str, status: str) -> None: ...
 
 
 class ChannelUnavailable(Exception):

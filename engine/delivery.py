@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
 from .db import changed
-from .protocol import Principal
+from .protocol import InputRequestOut, Principal
 from .requests import open_in_order, request_out
 from .runner import session_info
 from .runtime import Runtime
@@ -158,3 +158,16 @@ def stale_sessions(rt: Runtime, limit: int = 500) -> list[str]:
             (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < rt.now()),
         ).limit(limit)).scalars())
 
+
+def shown_requests(rt: Runtime, channel: str, address: str, limit: int = 100) -> list[tuple[str, InputRequestOut]]:
+    """The requests `channel` posted at `address` (any of its sessions there), newest first, each with the
+    platform's reference to its post: a text channel tells from them which prompt a reply answers."""
+    with rt.db.read() as db:
+        posts = db.execute(select(Post.key, Post.ref).join(Session, Session.id == Post.session_id).where(
+            Session.channel == channel, Session.address == address, Post.key.startswith("request:"),
+            Post.ref.is_not(None),
+        ).order_by(Post.id.desc()).limit(limit)).all()
+        ids = [key.removeprefix("request:") for key, _ in posts]
+        found = {r.request_id: request_out(r) for r in
+                 db.execute(select(InputRequest).where(InputRequest.request_id.in_(ids))).scalars()}
+    return [(str(ref), found[request_id]) for (_, ref), request_id in zip(posts, ids, strict=True)]

@@ -7,6 +7,7 @@ and a `process_inbound` job); the job turns the stored item into responses or a 
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 from sqlalchemy import select, update
@@ -14,22 +15,29 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
 
+from .channels import Acknowledging, ChannelAdapter
 from .conversation import post_message, receive_responses
 from .db import changed
 from .protocol import InputResponse, Principal
+from .responses import ResponseResult
 from .runtime import Runtime
 from .sessions import open_session
 from .tables import Inbound, Session
 
-
-def responses_item(responses: list[InputResponse]) -> dict[str, Any]:
-    """An inbound item that answers requests (button clicks, select menus, modal submissions)."""
-    return {"type": "responses", "responses": [r.wire() for r in responses]}
+log = logging.getLogger(__name__)
 
 
-def message_item(address: str, text: str) -> dict[str, Any]:
+def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
+    """An inbound item that answers requests (button clicks, select menus, modal submissions, commands).
+    `ref`: the platform's reference to the person's message, for a channel that acknowledges it."""
+    item = {"type": "responses", "responses": [r.wire() for r in responses]}
+    return {**item, "ref": ref} if ref is not None else item
+
+
+def message_item(address: str, text: str, ref: str | None = None) -> dict[str, Any]:
     """An inbound item that is a message to the session at `address` (started there when there is none)."""
-    return {"type": "message", "address": address, "text": text}
+    item = {"type": "message", "address": address, "text": text}
+    return {**item, "ref": ref} if ref is not None else item
 
 
 def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | None, payload: bytes,
@@ -37,7 +45,9 @@ def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | N
     """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only."""
     with rt.transaction() as db:
         inbound_id = insert_once(db, channel, external_id, principal, payload, item, rt)
-        if inbound_id is None:
+        if inbound_id is None:  # counted, for the metrics, and otherwise ignored
+            db.execute(update(Inbound).where(Inbound.channel == channel, Inbound.external_id == external_id)
+                       .values(duplicates=Inbound.duplicates + 1))
             return False
         if item is not None:
             rt.enqueue(db, "process_inbound", inbound_id)
@@ -56,7 +66,8 @@ def insert_once(db: DbSession, channel: str, external_id: str, principal: Princi
 
 
 def process_inbound(rt: Runtime, inbound_id: int) -> None:
-    """Job body: apply a stored item once (a second run finds it processed and does nothing)."""
+    """Job body: apply a stored item once (a second run finds it processed and does nothing); a channel that
+    acknowledges messages hears `received`, then what became of each response the item made."""
     with rt.transaction() as db:
         if changed(db, update(Inbound).where(Inbound.id == inbound_id, Inbound.processed_at.is_(None))
                    .values(processed_at=rt.now())) != 1:
@@ -64,11 +75,26 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
         row = db.get_one(Inbound, inbound_id)
         item, channel = dict(row.item or {}), row.channel
         principal = Principal.model_validate(row.principal) if row.principal else None
+    adapter, ref = rt.channels.get(channel), item.get("ref")
+    acknowledge(adapter, ref, "received")
+    results: list[ResponseResult] = []
     if item.get("type") == "responses" and principal is not None:
-        receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
+        results = receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
     elif item.get("type") == "message":
         session_id = session_for_address(rt, channel, item["address"], principal)
-        post_message(rt, session_id, principal, item["text"])
+        results = post_message(rt, session_id, principal, item["text"]).results
+    for status in dict.fromkeys(result.status for result in results):
+        acknowledge(adapter, ref, status)
+
+
+def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) -> None:
+    """Side effects that must not fail the job (the item was applied) are logged, never raised."""
+    if ref is None or not isinstance(adapter, Acknowledging):
+        return
+    try:
+        adapter.acknowledge(ref, status)
+    except Exception:
+        log.warning("could not acknowledge %s as %s", ref, status, exc_info=True)
 
 
 def session_for_address(rt: Runtime, channel: str, address: str, principal: Principal | None) -> str:

@@ -248,6 +248,7 @@ class Inbound(Base):
     payload_digest: Mapped[str] = mapped_column(String(64))
     item: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     processed_at: Mapped[datetime | None] = mapped_column()
+    duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     __table_args__ = (UniqueConstraint("channel", "external_id"),)
 

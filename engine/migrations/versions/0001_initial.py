@@ -47,6 +47,7 @@ def upgrade() -> None:
         sa.Column("payload_digest", sa.String(length=64), nullable=False),
         sa.Column("item", JSON, nullable=True),
         sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("duplicates", sa.Integer(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_inbound")),
         sa.UniqueConstraint("channel", "external_id", name=op.f("uq_inbound_channel_external_id")),
     )
