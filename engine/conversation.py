@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,6 +33,10 @@ from .turns import active_turn, end_turn, latest_run, lock_turn, schedule_resume
 TurnPolicy = Literal["steer", "queue"]
 
 
+class AlreadyApplied(Exception):  # noqa: N818 - a normal outcome for a redelivered job
+    """The inbound item behind this message was applied before (a job that ran twice)."""
+
+
 @dataclass
 class Posted:
     """What a message did: `answered` a request, `steered` the turn, `queued` or `started` a turn, or was `noted`."""
@@ -42,13 +47,18 @@ class Posted:
 
 
 def post_message(
-    rt: Runtime, session_id: str, principal: Principal | None, text: str, turn_policy: TurnPolicy = "steer"
+    rt: Runtime, session_id: str, principal: Principal | None, text: str, turn_policy: TurnPolicy = "steer",
+    claim: Callable[[DbSession], bool] | None = None,
 ) -> Posted:
+    """Apply a person's message. `claim` (an inbound item's compare-and-set) runs in the same transaction:
+    when it returns False the message was already applied: AlreadyApplied, and nothing changes."""
     text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL; no channel means one
     if not text.strip():
         raise InvalidInput("a message needs some text")
     with rt.transaction() as db:
         session = lock_session(db, session_id)
+        if claim is not None and not claim(db):
+            raise AlreadyApplied(session_id)
         turn = active_turn(db, session_id)
         if turn is None or turn.status == "queued":
             new_turn = queue_turn(rt, db, session, principal, text)

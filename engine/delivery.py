@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
@@ -70,8 +70,6 @@ def deliver_pending(rt: Runtime, session_id: str) -> None:
         with rt.transaction() as db:
             db.execute(update(Session).where(Session.id == session_id, Session.delivered_seq < event.seq)
                        .values(delivered_seq=event.seq))
-    if adapter is not None:
-        Delivery(rt, adapter, session_id, info).show_open()  # prompts forgotten by forget_unposted_prompts()
 
 
 class Delivery:
@@ -136,7 +134,9 @@ class Delivery:
 
 def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
     """Forget the prompts of open requests that were recorded as shown but never posted (`show()` returned
-    None: the address was unreachable), so the next delivery shows them; returns the sessions concerned."""
+    None: the address was unreachable) and rewind those sessions to their latest `input.*` event, so the next
+    delivery shows them again (every other post is keyed, so nothing else is posted twice).
+    Returns the sessions to deliver."""
     unposted = db.execute(select(Post).where(
         Post.session_id.in_(session_ids), Post.key.startswith("request:"), Post.ref.is_(None))).scalars().all()
     forgotten = set()
@@ -145,6 +145,11 @@ def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
         if request is not None and request.status == "pending":
             db.delete(post)
             forgotten.add(post.session_id)
+    for session_id in forgotten:
+        seq = db.execute(select(func.max(Event.seq)).where(
+            Event.session_id == session_id, Event.type.in_(["input.requested", "input.resolved"]))).scalar_one()
+        db.execute(update(Session).where(Session.id == session_id, Session.delivered_seq >= seq)
+                   .values(delivered_seq=seq - 1))
     return sorted(forgotten)
 
 

@@ -23,7 +23,7 @@ from engine.queries import events_after, list_requests, session_history
 from engine.responses import ResponseResult, submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Base, Outbox, Turn
+from engine.tables import Base, Inbound, Outbox, Session, Turn
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
@@ -74,8 +74,18 @@ class Stack:
                              f"turns still queued or running {busy}")
 
     def quiet(self) -> bool:
+        queue = self.rt.executor.queue  # type: ignore[attr-defined]
+        if queue.count or queue.started_job_registry.count:
+            return False  # a job waits or runs
         with self.rt.db.read() as db:
             if db.execute(select(Outbox.id).where(Outbox.enqueued_at.is_(None)).limit(1)).first():
+                return False
+            if db.execute(select(Inbound.id).where(Inbound.processed_at.is_(None), Inbound.item.is_not(None))
+                          .limit(1)).first():
+                return False
+            if self.rt.channels and db.execute(select(Session.id).where(
+                    Session.channel.in_(list(self.rt.channels)), Session.delivered_seq < Session.event_seq)
+                    .limit(1)).first():
                 return False
             turns = db.execute(select(Turn).where(Turn.status.in_(["queued", "running"]))).scalars().all()
             for turn in turns:

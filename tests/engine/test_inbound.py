@@ -1,0 +1,47 @@
+"""Inbound items: stored once per platform id, then applied by a job (messages and responses)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from engine.inbound import accept, message_item, responses_item
+from engine.protocol import InputResponse, api_key_principal
+from engine.tables import Inbound
+from tests.conftest import Stack
+from tests.support.agent import read_ledger, script
+
+ALICE = api_key_principal("alice")
+
+
+def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_nothing(stack: Stack) -> None:
+    item = message_item("fake:room:1", script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is True
+    assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is False
+    stack.settle()
+    from engine.queries import list_sessions
+
+    [session] = list_sessions(stack.rt)
+    assert session["channel"] == "fake" and session["pendingRequests"] == 1
+    with stack.rt.db.read() as db:
+        [row] = db.execute(select(Inbound)).scalars().all()
+        assert (row.external_id, row.duplicates, row.processed_at is not None) == ("evt-1", 1, True)
+
+    accept(stack.rt, "fake", "evt-2", ALICE, b"{}", message_item("fake:room:1", "approve"))
+    stack.settle()
+    assert len(list_sessions(stack.rt)) == 1  # the same address continues the same session
+    assert len(read_ledger()) == 1
+
+
+def test_a_responses_item_settles_and_a_late_one_becomes_a_message(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    [request] = stack.pending(sid)
+    click = responses_item([InputResponse(request_id=request["requestId"], option_id="approve")])
+    accept(stack.rt, "fake", "click-1", ALICE, b"{}", click)
+    stack.settle()
+    assert len(read_ledger()) == 1
+    late = responses_item([InputResponse(request_id=request["requestId"], option_id="cancel")])
+    accept(stack.rt, "fake", "click-2", ALICE, b"{}", late)
+    stack.settle()
+    turns = stack.history(sid)["turns"]
+    assert len(turns) == 2 and "already closed (approved)" in turns[1]["input"]
+    assert len(read_ledger()) == 1
