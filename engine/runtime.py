@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -90,7 +91,8 @@ class Runtime:
         pushed = []
         for row_id, job, args in rows:
             try:
-                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}")
+                # unique per push: RQ keeps job ids across a whole Redis, which several deployments may share
+                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}-{secrets.token_hex(4)}")
             except ExecutorUnavailable:
                 log.warning("executor unavailable; outbox row %s waits for sweep()", row_id, exc_info=True)
                 continue

@@ -210,19 +210,33 @@ class WorkerProcess:
     """A real `hitl worker` process (its own process group, so a test can SIGKILL it and its work horse)."""
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
         self.log_path = log_path
         self.log = log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "gateway", "worker"], cwd=ROOT, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, sig: int = 9) -> None:
-        """Signal the worker and its work horses (RQ puts each horse in a process group of its own)."""
+        """Signal the worker and its work horses (RQ puts each horse in a process group of its own).
+
+        After a SIGKILL the job it ran stays in RQ's started registry until RQ's maintenance finds it
+        abandoned; a worker of the same queue would do that minutes later, so the test does it now."""
         if self.proc.poll() is None:
             for pid in [*children(self.proc.pid), self.proc.pid]:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, sig) if pid == self.proc.pid else os.kill(pid, sig)
         self.proc.wait(10)
         self.log.close()
+        if sig == 9:
+            self.abandon_started_jobs()
+
+    def abandon_started_jobs(self) -> None:
+        from redis import Redis
+        from rq import Queue
+
+        with Redis.from_url(self.env["REDIS_URL"]) as connection:
+            queue = Queue(self.env["HITL_QUEUE"], connection=connection)
+            queue.started_job_registry.cleanup(timestamp=time.time() + 10**6)
 
     def tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
