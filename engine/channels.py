@@ -72,8 +72,8 @@ class ChannelUnavailable(Exception):
 
 # -- text rendering, shared by the text-only channels ------------------------------------------------------
 
-TEXT_LABELS = {"cancel": "Deny"}
-"""SMS treats CANCEL as an opt-out keyword: text channels never ask anyone to reply `cancel`."""
+TEXT_LABELS = {"cancel": "Deny", "stop": "Stop here"}
+"""SMS treats CANCEL and STOP as opt-out keywords: text channels never ask anyone to reply `cancel` or `stop`."""
 
 
 def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:

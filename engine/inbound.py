@@ -16,9 +16,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
 
+from .channels import Acknowledging, ChannelAdapter
 from .conversation import AlreadyApplied, post_message, receive_responses
 from .db import changed
 from .protocol import InputResponse, Principal
+from .responses import ResponseResult
 from .runtime import Runtime
 from .sessions import open_session
 from .tables import Inbound, Session
@@ -68,7 +70,8 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
     """Job body: apply a stored item once; running it again changes nothing.
 
     A message is marked processed in the same transaction that posts it; responses are applied first and
-    marked after (a second application finds the requests closed and ignores the repeat).
+    marked after (a second application finds the requests closed and ignores the repeat). A channel that
+    acknowledges messages hears `received`, then what became of each response the item made.
     """
     with rt.db.read() as db:
         row = db.get_one(Inbound, inbound_id)
@@ -76,16 +79,31 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
             return
         item, channel = dict(row.item or {}), row.channel
         principal = Principal.model_validate(row.principal) if row.principal else None
+    adapter, ref = rt.channels.get(channel), item.get("ref")
+    acknowledge(adapter, ref, "received")
+    results: list[ResponseResult] = []
     if item.get("type") == "message":
         session_id = session_for_address(rt, channel, item["address"], principal)
         with contextlib.suppress(AlreadyApplied):
-            post_message(rt, session_id, principal, item["text"],
-                         claim=lambda db: mark_processed(rt, db, inbound_id))
+            results = post_message(rt, session_id, principal, item["text"],
+                                   claim=lambda db: mark_processed(rt, db, inbound_id)).results
+    else:
+        if item.get("type") == "responses" and principal is not None:
+            results = receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
+        with rt.transaction() as db:
+            mark_processed(rt, db, inbound_id)
+    for status in dict.fromkeys(result.status for result in results):
+        acknowledge(adapter, ref, status)
+
+
+def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) -> None:
+    """Side effects that must not fail the job (the item was applied) are logged, never raised."""
+    if ref is None or not isinstance(adapter, Acknowledging):
         return
-    if item.get("type") == "responses" and principal is not None:
-        receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
-    with rt.transaction() as db:
-        mark_processed(rt, db, inbound_id)
+    try:
+        adapter.acknowledge(ref, status)
+    except Exception:
+        log.warning("could not acknowledge %s as %s", ref, status, exc_info=True)
 
 
 def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:

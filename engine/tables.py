@@ -60,7 +60,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-JSONType = JSON().with_variant(JSONB(), "postgresql")
+JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+"""JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL (so `IS NULL` means \"no value\")."""
 IdType = BigInteger().with_variant(Integer(), "sqlite")
 
 

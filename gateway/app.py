@@ -7,7 +7,7 @@ from flask import Flask
 from engine.executors import InlineExecutor
 from engine.recovery import Sweeper
 
-from . import api, console, errors, health, metrics, openapi
+from . import api, console, errors, github, health, metrics, openapi, slack, twilio
 from .compose import build_runtime
 from .settings import Settings
 
@@ -26,4 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_blueprint(openapi.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(console.bp)
+    app.register_blueprint(twilio.bp)
+    app.register_blueprint(github.bp)
+    slack.init_app(app)
     return app

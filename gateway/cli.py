@@ -1,4 +1,4 @@
-"""The `hitl` command: serve, worker, db upgrade, sweep, requests, answer, sessions, show, resume."""
+"""The `hitl` command: serve, worker, slack-socket, db upgrade, sweep, requests, answer, sessions, show, resume."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     commands.add_parser("worker", help="run an RQ worker (needs REDIS_URL); sweeps every HITL_SWEEP_SECONDS") \
         .set_defaults(handler=cmd_worker)
+
+    commands.add_parser("slack-socket", help="take Slack's events over Socket Mode (SLACK_APP_TOKEN): no public URL") \
+        .set_defaults(handler=cmd_slack_socket)
 
     db = commands.add_parser("db", help="database schema")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -118,6 +121,13 @@ def cmd_worker(args: argparse.Namespace) -> None:
     connection = executor.redis  # type: ignore[attr-defined]
     worker = worker_class([Queue(settings.queue, connection=connection)], connection=connection)
     worker.work(with_scheduler=True)
+
+
+def cmd_slack_socket(args: argparse.Namespace) -> None:
+    from .app import create_app
+    from .slack import socket_mode_handler
+
+    socket_mode_handler(create_app()).start()
 
 
 def join_inline(rt: Runtime) -> None:

@@ -11,7 +11,10 @@ from engine.db import Database
 from engine.executors import InlineExecutor, RQExecutor
 from engine.runtime import Executor, Runtime, install
 
+from .github import github_channel
 from .settings import Settings
+from .slack import slack_channel
+from .twilio import twilio_channel
 
 
 class ConfigurationError(Exception):
@@ -49,6 +52,9 @@ def build_runtime(settings: Settings) -> Runtime:
 
 CHANNEL_FACTORIES: list[Callable[[Settings], ChannelAdapter | None]] = []
 """One per channel module of the gateway: settings in, the configured adapter (or None when not configured)."""
+CHANNEL_FACTORIES.append(twilio_channel)
+CHANNEL_FACTORIES.append(github_channel)
+CHANNEL_FACTORIES.append(slack_channel)
 
 
 def build_channels(settings: Settings) -> dict[str, ChannelAdapter]:

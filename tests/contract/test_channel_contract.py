@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import api_driver
+from tests.contract import api_driver, github_driver, slack_driver, twilio_driver
 from tests.contract.driver import Driver
 from tests.support.agent import read_ledger, script
 
@@ -17,7 +17,8 @@ QUESTION = ("ask_question", {"question": "Which color?", "options": [
 REFUND = ("refund", {"charge_id": "ch_1", "amount": 5})
 
 DriverFactory = Callable[[pytest.FixtureRequest, str, Path], AbstractContextManager[Driver]]
-DRIVERS: dict[str, DriverFactory] = {"console": api_driver.driver}
+DRIVERS: dict[str, DriverFactory] = {"console": api_driver.driver, "slack": slack_driver.driver,
+                                     "twilio": twilio_driver.driver, "github": github_driver.driver}
 """Each channel's driver factory: (request, stack kind, tmp_path) -> a context manager yielding the driver."""
 
 

@@ -13,7 +13,9 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, select, text
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
+from sqlalchemy import MetaData, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from engine.db import MIGRATIONS, Database
@@ -50,10 +52,16 @@ def postgres_db() -> Iterator[Database]:
         admin.dispose()
 
 
+def slack_stores(db: Database) -> list[MetaData]:
+    """The tables of the Slack OAuth stores the gateway uses, as slack-sdk defines them (revision 0002)."""
+    return [SQLAlchemyInstallationStore(client_id="any", engine=db.engine).metadata,
+            SQLAlchemyOAuthStateStore(expiration_seconds=600, engine=db.engine).metadata]
+
+
 def schema_differences(db: Database) -> list[object]:
     with db.engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        return list(compare_metadata(context, Base.metadata))
+        return list(compare_metadata(context, [Base.metadata, *slack_stores(db)]))
 
 
 def assert_ids_autoincrement(db: Database) -> None:

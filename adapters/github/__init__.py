@@ -1,0 +1,41 @@
+"""GitHub issue and pull-request comments as a text channel: verify, parse, render, client, channel."""
+
+from .channel import GithubChannel, GithubWebhook, WebhookReply, address_place, github_address
+from .client import GithubClient
+from .errors import GithubApiError, GithubError, GithubParseError, GithubVerificationError
+from .parse import (
+    CommentReply,
+    Delivery,
+    PingEvent,
+    github_principal,
+    parse_github_event,
+    read_delivery,
+    reply_response,
+)
+from .render import render_prompt, render_settled_prompt
+from .verify import SIGNATURE_HEADER, github_signature, verify_github_signature
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "CommentReply",
+    "Delivery",
+    "GithubApiError",
+    "GithubChannel",
+    "GithubClient",
+    "GithubError",
+    "GithubParseError",
+    "GithubVerificationError",
+    "GithubWebhook",
+    "PingEvent",
+    "WebhookReply",
+    "address_place",
+    "github_address",
+    "github_principal",
+    "github_signature",
+    "parse_github_event",
+    "read_delivery",
+    "render_prompt",
+    "render_settled_prompt",
+    "reply_response",
+    "verify_github_signature",
+]

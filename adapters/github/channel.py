@@ -1,0 +1,165 @@
+"""`GithubChannel`: requests shown as comments on an issue or pull request, one at a time, in order.
+
+A session's address is `github:<owner>/<repo>:<issue number>` (owner and repo lower-cased: GitHub treats them
+case-insensitively). `show` posts a prompt and returns the comment id; `settle` edits that comment so it loses
+its how-to line and names the outcome and who answered; `refuse` replies to the refused person with the
+policy's reason; `acknowledge` reacts to the comment a person wrote: 👀 on receipt, 👍 when it settled a
+request, 👎 when a response policy refused it.
+
+Inbound (`receive`, behind the gateway's `POST /github/webhook`): verify, parse, dedupe and store; the only
+GitHub call on that path is the (cached) permission lookup of a person whose comment asks something.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.channels import ChannelUnavailable, QueuePosition
+from engine.delivery import shown_requests
+from engine.inbound import accept, message_item, responses_item
+from engine.policies import SessionInfo
+from engine.protocol import InputRequestOut, Principal
+from engine.runtime import Runtime
+
+from .client import GithubClient
+from .errors import GithubError
+from .parse import CommentReply, PingEvent, github_principal, parse_github_event, read_delivery, reply_response
+from .render import render_message, render_prompt, render_refusal, render_settled_prompt
+from .verify import SIGNATURE_HEADER, verify_github_signature
+
+log = logging.getLogger(__name__)
+
+REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+REACTIONS = {"received": "eyes", "settled": "+1", "refused": "-1"}
+
+
+def github_address(repository: str, issue: int) -> str:
+    return f"github:{repository.lower()}:{issue}"
+
+
+def address_place(address: str) -> tuple[str, int]:
+    """(repository, issue number) of a session address."""
+    channel, repository, issue = address.split(":")
+    if channel != "github" or not REPOSITORY.match(repository) or not issue.isdigit():
+        raise ValueError(f"{address!r} is not a GitHub session address")
+    return repository, int(issue)
+
+
+@dataclass(frozen=True)
+class GithubWebhook:
+    """A webhook request, framework-free: header names in lower case, the raw body (the signature covers it)."""
+
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    """What became of a delivery: `pong`, `accepted` (stored, a job applies it), `ignored` or `duplicate`."""
+
+    outcome: str
+
+    @property
+    def status(self) -> int:
+        return 202 if self.outcome == "accepted" else 200
+
+
+class GithubChannel:
+    name = "github"
+    one_at_a_time = True
+
+    def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str) -> None:
+        self.client = client
+        self.bot_login = bot_login
+        self.webhook_secret = webhook_secret
+
+    def address(self, data: dict[str, Any]) -> str:
+        """`{repo: "owner/name", issue: N}`: the issue or pull request whose comments hold the session."""
+        repository, issue = data.get("repo"), data.get("issue")
+        if not isinstance(repository, str) or not REPOSITORY.match(repository):
+            raise ValueError("a GitHub address needs `repo` as \"owner/name\"")
+        if isinstance(issue, bool) or not isinstance(issue, int) or issue < 1:
+            raise ValueError("a GitHub address needs `issue`, the issue or pull request number")
+        return github_address(repository, issue)
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_prompt(request, position)))
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        repository, issue = address_place(session.address)
+        if ref is None:
+            self.client.create_comment(repository, issue, render_settled_prompt(request))
+        else:
+            self.client.update_comment(repository, int(ref), render_settled_prompt(request))
+
+    def say(self, session: SessionInfo, text: str) -> str:
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_message(text)))
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""
+        if responder.authenticator != "github":
+            return
+        repository, issue = address_place(session.address)
+        self.client.create_comment(repository, issue, render_refusal(request, responder, reason))
+
+    def acknowledge(self, ref: str, status: str) -> None:
+        """React to the comment `ref` (`<owner>/<repo>:<comment id>`) for what became of it."""
+        content = REACTIONS.get(status)
+        if content is not None:
+            repository, _, comment_id = ref.rpartition(":")
+            self.client.add_reaction(repository, int(comment_id), content)
+
+    def responder(self, reply: CommentReply) -> Principal:
+        """The comment's author as a principal, with their role on the repository from the collaborators
+        permission API (never `author_association`); `permission` is None when GitHub could not be asked."""
+        try:
+            permission: str | None = self.client.permission(reply.repository, reply.login)
+        except (ChannelUnavailable, GithubError):
+            log.warning("no permission for %s on %s; the principal says None", reply.login, reply.repository,
+                        exc_info=True)
+            permission = None
+        return github_principal(reply, permission)
+
+    # -- inbound, from the gateway's webhook ------------------------------------------------------------
+
+    def receive(self, rt: Runtime, webhook: GithubWebhook) -> WebhookReply:
+        """Handle one delivery. Raises GithubVerificationError (not signed with our secret) or GithubParseError
+        (signed but unreadable), both without effect.
+
+        A comment is stored under its comment id: a redelivery (same hook and delivery id) carries the same
+        comment, and so does the same comment sent to a second hook, so one key dedupes both. Anything else
+        (pings, edits, chatter, bots) is kept for the audit trail under (hook id, delivery id).
+        """
+        verify_github_signature(self.webhook_secret, webhook.body, webhook.headers.get(SIGNATURE_HEADER.lower()))
+        delivery = read_delivery(webhook.headers)
+        event = parse_github_event(delivery.event, webhook.body, self.bot_login)
+        if not isinstance(event, CommentReply):
+            fresh = accept(rt, self.name, delivery.key, None, webhook.body, None)
+            return WebhookReply(("pong" if isinstance(event, PingEvent) else "ignored") if fresh else "duplicate")
+        item = self.inbound_item(rt, event)
+        principal = self.responder(event) if item is not None else None
+        fresh = accept(rt, self.name, f"comment:{event.comment_id}", principal, webhook.body, item)
+        return WebhookReply(("accepted" if item is not None else "ignored") if fresh else "duplicate")
+
+    def inbound_item(self, rt: Runtime, reply: CommentReply) -> dict[str, Any] | None:
+        """A message to the issue's session, or a command's response to the prompt it replies to (None: the
+        command answers nothing, e.g. `/approve` with no prompt shown, or `/answer 7` of two options)."""
+        address = github_address(reply.repository, reply.issue)
+        if reply.kind == "message":
+            return message_item(address, reply.text or "", ref=reply.ref)
+        prompt = replied_to(shown_requests(rt, self.name, address), reply.comment_id)
+        response = reply_response(reply, prompt) if prompt is not None else None
+        return responses_item([response], ref=reply.ref) if response is not None else None
+
+
+def replied_to(shown: list[tuple[str, InputRequestOut]], comment_id: int) -> InputRequestOut | None:
+    """The prompt posted last before the reply, i.e. what its writer saw (GitHub's comment ids grow with time):
+    a reply to a prompt that closed meanwhile stays a (late) answer to it, never to the one posted after it."""
+    earlier = [(int(ref), request) for ref, request in shown if int(ref) < comment_id]
+    return max(earlier, key=lambda pair: pair[0])[1] if earlier else None

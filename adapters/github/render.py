@@ -1,0 +1,58 @@
+"""Prompts, settled prompts, messages and refusals as GitHub comments (Markdown).
+
+The text of a request is the engine's `render_text`, shared with every text channel; this module adds the
+GitHub way to answer and keeps text we did not write (the model's prompt, tool input) from notifying anyone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.channels import QueuePosition, render_settled, render_text
+from engine.protocol import InputRequestOut, Principal
+
+MAX_BODY = 65_000
+"""GitHub refuses comment bodies over 65,536 characters."""
+
+INPUT_LIMIT = 500
+"""A comment has room for more of a tool call's input than an SMS."""
+
+MENTION = re.compile(r"@(?=[A-Za-z0-9])")
+
+
+def quiet_mentions(text: str) -> str:
+    """`@name` -> `@\u200bname`: shown the same, but GitHub notifies nobody."""
+    return MENTION.sub("@\u200b", text)
+
+
+def fit(text: str) -> str:
+    return text if len(text) <= MAX_BODY else text[: MAX_BODY - 1] + "…"
+
+
+def how_to_answer(request: InputRequestOut) -> str:
+    if request.kind == "tool-approval":
+        return "Reply `/approve` or `/deny <note>`."
+    own_words = " or `/answer <your own words>`" if request.allow_freeform else ""
+    return f"Reply `/answer <n>`{own_words}."
+
+
+def render_prompt(request: InputRequestOut, position: QueuePosition) -> str:
+    """The request as a comment: prompt, the call's input, numbered options, how to answer."""
+    return fit(quiet_mentions(render_text(request, position, how_to_answer(request), INPUT_LIMIT)))
+
+
+def render_settled_prompt(request: InputRequestOut) -> str:
+    """The same comment once the request closed: the how-to line gives way to the outcome and who answered."""
+    return fit(quiet_mentions(render_text(request, QueuePosition(1, 1), f"**{render_settled(request)}**",
+                                          INPUT_LIMIT)))
+
+
+def render_message(text: str) -> str:
+    return fit(quiet_mentions(text))
+
+
+def render_refusal(request: InputRequestOut, responder: Principal, reason: str) -> str:
+    """A reply that mentions the refused person (they are told) and gives the policy's reason."""
+    login = responder.attributes.get("login")
+    who = f"@{login}" if login else responder.display_name
+    return fit(f"{who} " + quiet_mentions(f"your answer to “{request.prompt}” was not accepted: {reason}"))

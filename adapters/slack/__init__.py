@@ -1,0 +1,41 @@
+"""Slack: approvals as buttons, questions as menus, answers settled from Slack (built on slack-sdk)."""
+
+from .channel import SlackChannel
+from .client import BotToken, BotTokens, InstalledBots, SlackClient
+from .errors import SlackApiError, SlackError, SlackParseError, SlackVerificationError
+from .parse import (
+    ANSWER_VIEW,
+    Click,
+    Said,
+    Typed,
+    Where,
+    parse_block_actions,
+    parse_mention,
+    parse_message,
+    parse_view_submission,
+)
+from .render import answer_modal
+from .verify import verify_slack_signature
+
+__all__ = [
+    "ANSWER_VIEW",
+    "BotToken",
+    "BotTokens",
+    "Click",
+    "InstalledBots",
+    "Said",
+    "SlackApiError",
+    "SlackChannel",
+    "SlackClient",
+    "SlackError",
+    "SlackParseError",
+    "SlackVerificationError",
+    "Typed",
+    "Where",
+    "answer_modal",
+    "parse_block_actions",
+    "parse_mention",
+    "parse_message",
+    "parse_view_submission",
+    "verify_slack_signature",
+]

@@ -1,0 +1,97 @@
+"""`SlackChannel`: the engine's ChannelAdapter for Slack. Every open request is shown, each as its own card.
+
+Built in web processes and workers alike (no Flask, no Bolt): delivery jobs call it; the gateway's Bolt
+listeners use `address_of()` so a mention, a reply and an API-given place name a session the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.channels import QueuePosition
+from engine.policies import SessionInfo
+from engine.protocol import InputRequestOut, Principal
+
+from . import render
+from .client import SlackClient
+from .errors import SlackApiError
+from .parse import Where
+
+log = logging.getLogger(__name__)
+
+SLACK_ID = r"^[A-Z0-9]+$"
+TS = r"^[0-9]+\.[0-9]+$"
+
+
+class ApiPlace(BaseModel):
+    """The `address` of POST /api/sessions with `channel: "slack"`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    channel: str = Field(pattern=SLACK_ID, max_length=32)
+    thread_ts: str | None = Field(None, alias="threadTs", pattern=TS, max_length=32)
+    team_id: str | None = Field(None, alias="teamId", pattern=SLACK_ID, max_length=32)
+    enterprise_id: str | None = Field(None, alias="enterpriseId", pattern=SLACK_ID, max_length=32)
+
+
+class SlackChannel:
+    name = "slack"
+    one_at_a_time = False
+
+    def __init__(self, client: SlackClient) -> None:
+        self.client = client
+
+    @property
+    def multi_workspace(self) -> bool:
+        return self.client.tokens.multi_workspace
+
+    def address(self, data: dict[str, Any]) -> str:
+        """`{channel, threadTs?}`, plus `teamId` (and `enterpriseId` in a Grid org) when serving many workspaces."""
+        try:
+            place = ApiPlace.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'address'}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"a Slack address is {{channel, threadTs?, teamId?}}: {problems}") from exc
+        if self.multi_workspace and not place.team_id:
+            raise ValueError("this gateway serves several Slack workspaces: give the address's teamId")
+        return self.address_of(Where(team_id=place.team_id or "", channel_id=place.channel,
+                                     thread_ts=place.thread_ts or "", enterprise_id=place.enterprise_id))
+
+    def address_of(self, where: Where) -> str:
+        """A session's address; with one workspace (one token) the team is left out, so every way in agrees."""
+        return (where if self.multi_workspace else replace(where, team_id="", enterprise_id=None)).address
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
+        """Post the request's card in the session's thread; its ref is `<channel>|<ts>` for chat.update."""
+        where = Where.from_address(session.address)
+        ts = self.client.post(where, render.request_card(request))
+        return f"{where.channel_id}|{ts}"
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        """Replace the card with its settled form (no controls, who answered). Sibling cards are untouched."""
+        channel_id, _, ts = (ref or "").partition("|")
+        if not ts:
+            return
+        try:
+            self.client.update(Where.from_address(session.address), channel_id, ts, render.settled_card(request))
+        except SlackApiError as exc:  # the card was deleted, say: the conversation goes on without it
+            log.warning("could not update the card of %s: %s", request.request_id, exc)
+
+    def say(self, session: SessionInfo, text: str) -> str:
+        where = Where.from_address(session.address)
+        return f"{where.channel_id}|{self.client.post(where, render.message(text))}"
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        """An ephemeral message to the refused Slack user (someone refused elsewhere was told there)."""
+        user_id = responder.attributes.get("userId")
+        if responder.authenticator != "slack" or not user_id:
+            return
+        try:
+            self.client.post_ephemeral(Where.from_address(session.address), str(user_id),
+                                       render.refusal(request, reason))
+        except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
+            log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)

@@ -1,0 +1,24 @@
+"""The Slack adapter's errors; the gateway maps them to HTTP at its edge (verification 401, parse 400)."""
+
+from __future__ import annotations
+
+
+class SlackError(Exception):
+    """Anything the Slack adapter refuses or fails at."""
+
+
+class SlackVerificationError(SlackError):
+    """A request that Slack did not sign with our signing secret, or signed too long ago (a replay)."""
+
+
+class SlackParseError(SlackError):
+    """A signed payload without the fields this gateway needs."""
+
+
+class SlackApiError(SlackError):
+    """A Web API call Slack answered with an error other than a rate limit (`code` is Slack's `error`)."""
+
+    def __init__(self, code: str, method: str) -> None:
+        super().__init__(f"Slack answered {method} with {code}")
+        self.code = code
+        self.method = method

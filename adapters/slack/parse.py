@@ -1,0 +1,290 @@
+"""Slack payloads in, engine terms out: who said or picked what, where.
+
+Only the fields this gateway reads are modelled (pydantic, extras ignored: Slack adds fields without notice).
+Interactive controls carry `hitl|<request id>|<control>` as their `action_id` and an option's number as their
+`value`: opaque ids, never authority (the principal comes from the signed payload's `user`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.protocol import Principal
+
+from .errors import SlackParseError
+
+ACTION_PREFIX = "hitl|"
+ANSWER_VIEW = "hitl|answer"
+"""The `callback_id` of the "Type an answer" modal."""
+ANSWER_BLOCK, ANSWER_INPUT = "answer", "text"
+HANDLED_SUBTYPES = {None, "thread_broadcast"}
+"""Message subtypes that are a person writing; edits, joins, bot posts and the like are ignored."""
+DIRECT = "im"
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in Slack: workspace (team, and its Enterprise Grid org), channel, thread (`""`: none).
+
+    Its address is `slack:<team>:<channel>:<thread>`, the team written `<enterprise>/<team>` in a Grid org;
+    a single-workspace gateway leaves the team out (`slack::<channel>:<thread>`), since it has one token.
+    """
+
+    team_id: str
+    channel_id: str
+    thread_ts: str = ""
+    enterprise_id: str | None = None
+
+    @property
+    def address(self) -> str:
+        workspace = f"{self.enterprise_id}/{self.team_id}" if self.enterprise_id else self.team_id
+        return f"slack:{workspace}:{self.channel_id}:{self.thread_ts}"
+
+    @classmethod
+    def from_address(cls, address: str) -> Where:
+        parts = address.split(":")
+        if len(parts) != 4 or parts[0] != "slack" or not parts[2]:
+            raise ValueError(f"not a Slack address: {address!r}")
+        enterprise, _, team = parts[1].rpartition("/")
+        return cls(team_id=team, channel_id=parts[2], thread_ts=parts[3], enterprise_id=enterprise or None)
+
+
+def slack_principal(user_id: str, team_id: str, channel_id: str | None, enterprise_id: str | None = None,
+                    user_name: str | None = None) -> Principal:
+    """`slack:<team>:<user>`; the team is the user's own (`user.team_id`), never the payload's `team`."""
+    attributes: dict[str, Any] = {"userId": user_id, "teamId": team_id, "channelId": channel_id}
+    if enterprise_id:
+        attributes["enterpriseId"] = enterprise_id
+    if user_name:
+        attributes["userName"] = user_name
+    return Principal(authenticator="slack", issuer=f"slack:{team_id}", principal_type="user",
+                     principal_id=f"slack:{team_id}:{user_id}", attributes=attributes)
+
+
+# -- events: app_mention and message ---------------------------------------------------------------------
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class MessageEvent(Payload):
+    type: Literal["app_mention", "message"]
+    channel: str
+    ts: str
+    user: str | None = None
+    text: str = ""
+    thread_ts: str | None = None
+    channel_type: str | None = None
+    subtype: str | None = None
+    bot_id: str | None = None
+    team: str | None = None
+    user_team: str | None = None
+
+
+class EventCallback(Payload):
+    type: Literal["event_callback"]
+    event_id: str
+    event: MessageEvent
+    team_id: str | None = None
+    enterprise_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Said:
+    """A person's message to the gateway: a mention, a reply in a session's thread, or a direct message."""
+
+    event_id: str
+    principal: Principal
+    where: Where
+    text: str
+    direct: bool
+
+
+def parse_mention(body: dict[str, Any], bot_user_id: str | None) -> Said | None:
+    """An `app_mention`: the session is the thread the mention is in (or starts). None: nothing but the mention."""
+    callback = model(EventCallback, body)
+    event = callback.event
+    thread = event.thread_ts or event.ts
+    return said(callback, bot_user_id, thread, direct=False)
+
+
+def parse_message(body: dict[str, Any], bot_user_id: str | None) -> Said | None:
+    """A `message` that is a person writing in a thread or a DM. None for everything else: bots, edits and
+    joins, top-level channel chatter, and a channel message that mentions the bot (its `app_mention` copy
+    is the one taken)."""
+    callback = model(EventCallback, body)
+    event = callback.event
+    if event.bot_id or event.subtype not in HANDLED_SUBTYPES:
+        return None
+    direct = event.channel_type == DIRECT
+    if not direct and (event.thread_ts is None or mentions(event.text, bot_user_id)):
+        return None
+    return said(callback, bot_user_id, "" if direct else event.thread_ts or "", direct=direct)
+
+
+def said(callback: EventCallback, bot_user_id: str | None, thread: str, direct: bool) -> Said | None:
+    event = callback.event
+    if not event.user:
+        return None
+    text = plain_text(event.text, bot_user_id)
+    team = event.user_team or event.team or callback.team_id
+    workspace = callback.team_id or team
+    if not text or not team or not workspace:
+        return None
+    principal = slack_principal(event.user, team, event.channel, callback.enterprise_id)
+    where = Where(team_id=workspace, channel_id=event.channel, thread_ts=thread, enterprise_id=callback.enterprise_id)
+    return Said(callback.event_id, principal, where, text, direct)
+
+
+def mentions(text: str, bot_user_id: str | None) -> bool:
+    return bool(bot_user_id) and f"<@{bot_user_id}>" in text
+
+
+def plain_text(text: str, bot_user_id: str | None) -> str:
+    """The message as the person meant it: the bot's mention removed, Slack's `&amp; &lt; &gt;` undone."""
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+    return html.unescape(text).strip()
+
+
+# -- interactivity: block_actions and view_submission ----------------------------------------------------
+
+
+class User(Payload):
+    id: str
+    team_id: str | None = None
+    username: str | None = None
+    name: str | None = None
+
+
+class Identified(Payload):
+    id: str
+
+
+class Container(Payload):
+    channel_id: str | None = None
+    message_ts: str | None = None
+
+
+class SelectedOption(Payload):
+    value: str
+
+
+class Action(Payload):
+    action_id: str
+    action_ts: str
+    value: str | None = None
+    selected_option: SelectedOption | None = None
+
+
+class Interaction(Payload):
+    user: User
+    team: Identified | None = None
+    enterprise: Identified | None = None
+
+    def principal(self, channel_id: str | None) -> Principal:
+        team = self.user.team_id or (self.team.id if self.team else None)
+        if not team:
+            raise SlackParseError("the payload names no team for its user")
+        return slack_principal(self.user.id, team, channel_id, self.enterprise.id if self.enterprise else None,
+                               self.user.username or self.user.name)
+
+
+class BlockActions(Interaction):
+    type: Literal["block_actions"]
+    actions: list[Action] = Field(min_length=1)
+    container: Container = Container()
+    channel: Identified | None = None
+    trigger_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Click:
+    """A person used a control of a request's card: picked option number `position`, or asked to type."""
+
+    external_id: str
+    principal: Principal
+    request_id: str
+    position: int | None
+    channel_id: str | None
+    trigger_id: str | None
+
+    @property
+    def wants_to_type(self) -> bool:
+        return self.position is None
+
+
+def parse_block_actions(body: dict[str, Any]) -> Click:
+    """The click; its id (action_ts + user + action id) tells a replayed request from a second click."""
+    payload = model(BlockActions, body)
+    action = payload.actions[0]
+    prefix, _, rest = action.action_id.partition("|")
+    request_id, _, control = rest.partition("|")
+    if f"{prefix}|" != ACTION_PREFIX or not request_id or not control:
+        raise SlackParseError(f"not one of this gateway's controls: {action.action_id!r}")
+    value = action.selected_option.value if action.selected_option else action.value
+    position = None if control == "type" else option_number(value)
+    channel = payload.container.channel_id or (payload.channel.id if payload.channel else None)
+    return Click(f"{action.action_ts}:{payload.user.id}:{action.action_id}", payload.principal(channel),
+                 request_id, position, channel, payload.trigger_id)
+
+
+def option_number(value: str | None) -> int:
+    if not value or not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise SlackParseError(f"an option value is a number from 1, not {value!r}")
+    return int(value)
+
+
+class InputValue(Payload):
+    value: str | None = None
+
+
+class ViewState(Payload):
+    values: dict[str, dict[str, InputValue]] = {}
+
+
+class View(Payload):
+    id: str
+    callback_id: str
+    private_metadata: str = ""
+    state: ViewState = ViewState()
+
+
+class ViewSubmission(Interaction):
+    type: Literal["view_submission"]
+    view: View
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A person's answer typed into the "Type an answer" modal of one request."""
+
+    external_id: str
+    principal: Principal
+    request_id: str
+    text: str
+
+
+def parse_view_submission(body: dict[str, Any]) -> Typed:
+    payload = model(ViewSubmission, body)
+    request_id, _, channel = payload.view.private_metadata.partition("|")
+    answer = payload.view.state.values.get(ANSWER_BLOCK, {}).get(ANSWER_INPUT)
+    if payload.view.callback_id != ANSWER_VIEW or not request_id or answer is None or not answer.value:
+        raise SlackParseError("not a submitted answer of this gateway's modal")
+    return Typed(f"view:{payload.view.id}", payload.principal(channel or None), request_id, answer.value)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def model(cls: type[M], body: dict[str, Any]) -> M:
+    try:
+        return cls.model_validate(body)
+    except ValidationError as exc:
+        raise SlackParseError(f"not a {cls.__name__} payload: {exc.error_count()} problem(s)") from exc

@@ -1,0 +1,222 @@
+"""Block Kit for requests: pure functions from an InputRequest to a message Slack accepts.
+
+Every text is cut to its Block Kit limit with a marker instead of being rejected by Slack; text from the model
+or a tool's input is escaped, so a prompt cannot @-mention a channel. Controls carry `hitl|<request>|<control>`
+as `action_id` and an option's number as `value` (see parse.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from engine.protocol import InputRequestOut, Option, Principal
+
+from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW
+
+MARKER = "…"
+# Block Kit limits (https://docs.slack.dev/reference/block-kit)
+SECTION_TEXT = 3000
+FIELDS = 10
+BUTTON_TEXT = 75
+OPTION_TEXT = 75
+SELECT_OPTIONS = 100
+PLACEHOLDER = 150
+CONFIRM_TITLE = 100
+CONFIRM_TEXT = 300
+CONFIRM_BUTTON = 30
+MODAL_TITLE = 24
+INPUT_LABEL = 2000
+MESSAGE_TEXT = 40000
+# Readability, well inside the limits above (a field holds 2000)
+INPUT_KEY = 100
+INPUT_VALUE = 300
+NOTE = 500
+
+MENTIONABLE = re.compile(r"\bslack:[A-Z0-9]+:([UW][A-Z0-9]+)\b")
+
+
+def escape(text: str) -> str:
+    """Slack's three mrkdwn control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut(text: str, limit: int) -> str:
+    """Plain text within `limit` characters, cut with a marker when longer."""
+    return text if len(text) <= limit else text[: limit - len(MARKER)] + MARKER
+
+
+def fit(text: str, limit: int) -> str:
+    """Escaped mrkdwn within `limit` characters, cut with a marker (never inside an `&amp;`) when longer."""
+    escaped = escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    pieces, size = [], 0
+    for char in text:
+        piece = escape(char)
+        if size + len(piece) > limit - len(MARKER):
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return "".join(pieces) + MARKER
+
+
+def plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": cut(text, limit), "emoji": True}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text}
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": mrkdwn(text)}
+
+
+def person(principal: Principal | None) -> str:
+    """A Slack user as a mention (Slack shows their name); anyone else by their display name."""
+    if principal is None:
+        return "someone"
+    user_id = principal.attributes.get("userId")
+    if principal.authenticator == "slack" and user_id:
+        return f"<@{user_id}>"
+    return escape(principal.display_name)
+
+
+# -- a request's card ------------------------------------------------------------------------------------
+
+
+def request_card(request: InputRequestOut) -> dict[str, Any]:
+    """The card of an open request: prompt, the call's input, controls, who asked."""
+    blocks = [section(fit(request.prompt, SECTION_TEXT))]
+    if request.action is not None and request.action.input:
+        blocks.append(input_fields(request.action.input))
+    blocks.append({"type": "actions", "elements": controls(request)})
+    blocks.append({"type": "context", "elements": [mrkdwn(note) for note in notes(request)]})
+    return {"text": fit(request.prompt, SECTION_TEXT), "blocks": blocks}
+
+
+def settled_card(request: InputRequestOut) -> dict[str, Any]:
+    """The same card once the request closed: no controls, and what became of it."""
+    outcome = outcome_line(request)
+    blocks = [section(fit(request.prompt, SECTION_TEXT))]
+    if request.action is not None and request.action.input:
+        blocks.append(input_fields(request.action.input))
+    blocks.append(section(outcome))
+    return {"text": f"{outcome}: {fit(request.prompt, SECTION_TEXT)}", "blocks": blocks}
+
+
+def input_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input as at most ten `*key*` / value fields; the rest counted in the last one."""
+    items = list(data.items())
+    shown = items if len(items) <= FIELDS else items[: FIELDS - 1]
+    fields = [mrkdwn(f"*{fit(str(key), INPUT_KEY)}*\n{fit(readable(value), INPUT_VALUE)}") for key, value in shown]
+    if len(shown) < len(items):
+        fields.append(mrkdwn(f"{MARKER} and {len(items) - len(shown)} more"))
+    return {"type": "section", "fields": fields}
+
+
+def readable(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def controls(request: InputRequestOut) -> list[dict[str, Any]]:
+    """Buttons for an approval or a session limit; for a question, a menu of its options and a way to type."""
+    if request.kind != "question":
+        return [button(request, number, option) for number, option in enumerate(request.options, start=1)]
+    elements = [menu(request)] if request.options else []
+    if request.allow_freeform:
+        elements.append({"type": "button", "action_id": action_id(request, "type"),
+                         "text": plain("Type an answer", BUTTON_TEXT), "value": "type"})
+    return elements
+
+
+def action_id(request: InputRequestOut, control: str) -> str:
+    return f"{ACTION_PREFIX}{request.request_id}|{control}"
+
+
+def button(request: InputRequestOut, number: int, option: Option) -> dict[str, Any]:
+    element: dict[str, Any] = {"type": "button", "action_id": action_id(request, str(number)),
+                               "text": plain(option.label, BUTTON_TEXT), "value": str(number)}
+    if option.style in ("primary", "danger"):
+        element["style"] = option.style
+    if option.style == "danger":
+        element["confirm"] = {
+            "title": plain("Are you sure?", CONFIRM_TITLE),
+            "text": plain(f"{option.label}: {request.prompt}", CONFIRM_TEXT),
+            "confirm": plain(option.label, CONFIRM_BUTTON),
+            "deny": plain("Go back", CONFIRM_BUTTON),
+            "style": "danger",
+        }
+    return element
+
+
+def menu(request: InputRequestOut) -> dict[str, Any]:
+    options = []
+    for number, option in enumerate(request.options[:SELECT_OPTIONS], start=1):
+        item: dict[str, Any] = {"text": plain(option.label, OPTION_TEXT), "value": str(number)}
+        if option.description:
+            item["description"] = plain(option.description, OPTION_TEXT)
+        options.append(item)
+    return {"type": "static_select", "action_id": action_id(request, "select"),
+            "placeholder": plain("Choose an option", PLACEHOLDER), "options": options}
+
+
+def notes(request: InputRequestOut) -> list[str]:
+    """Who asked, until when, and how to reach options the menu could not hold."""
+    lines = [f"Asked by {person(request.requested_by)}"]
+    if request.expires_at is not None:
+        at = int(request.expires_at.timestamp())
+        lines.append(f"Expires <!date^{at}^{{date_short_pretty}} at {{time}}|{request.expires_at.isoformat()}>")
+    hidden = len(request.options) - SELECT_OPTIONS
+    if request.kind == "question" and hidden > 0:
+        lines.append(f"The menu shows the first {SELECT_OPTIONS} of {len(request.options)} options: "
+                     "reply in the thread with another option's label")
+    return lines
+
+
+def outcome_line(request: InputRequestOut) -> str:
+    who = person(request.responder)
+    response = request.response or {}
+    note = response.get("text")
+    if request.outcome == "approved":
+        return f"Approved by {who}"
+    if request.outcome == "denied":
+        return f"Cancelled by {who}" + (f": {fit(note, NOTE)}" if note else "")
+    if request.outcome == "answered":
+        labels = {option.id: option.label for option in request.options}
+        answer = labels.get(response.get("optionId") or "", note or "")
+        return f"Answered: {fit(answer, NOTE)} (by {who})"
+    return "No longer needed"
+
+
+# -- other messages --------------------------------------------------------------------------------------
+
+
+def message(text: str) -> dict[str, Any]:
+    """An assistant message."""
+    return {"text": fit(text, MESSAGE_TEXT)}
+
+
+def refusal(request: InputRequestOut, reason: str) -> str:
+    """What a refused responder reads; Slack principals the policy names become mentions."""
+    said = MENTIONABLE.sub(r"<@\1>", fit(reason, NOTE))
+    return f"You can't answer \"{fit(request.prompt, NOTE)}\": {said}"
+
+
+def answer_modal(request: InputRequestOut, channel_id: str | None) -> dict[str, Any]:
+    """The "Type an answer" modal of one request (its id, and the channel, ride in private_metadata)."""
+    return {
+        "type": "modal",
+        "callback_id": ANSWER_VIEW,
+        "private_metadata": f"{request.request_id}|{channel_id or ''}",
+        "title": plain("Answer", MODAL_TITLE),
+        "submit": plain("Send", MODAL_TITLE),
+        "close": plain("Back", MODAL_TITLE),
+        "blocks": [
+            section(fit(request.prompt, SECTION_TEXT)),
+            {"type": "input", "block_id": ANSWER_BLOCK, "label": plain("Your answer", INPUT_LABEL),
+             "element": {"type": "plain_text_input", "action_id": ANSWER_INPUT, "multiline": True}},
+        ],
+    }

@@ -1,0 +1,30 @@
+"""Twilio SMS: a text-only channel showing one request at a time (DESIGN.md section 7)."""
+
+from .channel import SmsWebhook, TwilioChannel, TwilioConfig, WebhookReply
+from .client import SmsClient
+from .errors import (
+    TwilioApiError,
+    TwilioError,
+    TwilioOptedOut,
+    TwilioParseError,
+    TwilioSenderRefused,
+    TwilioVerificationError,
+)
+from .parse import E164, MESSAGING_SERVICE, parse_allow_list
+
+__all__ = [
+    "E164",
+    "MESSAGING_SERVICE",
+    "SmsClient",
+    "SmsWebhook",
+    "TwilioApiError",
+    "TwilioChannel",
+    "TwilioConfig",
+    "TwilioError",
+    "TwilioOptedOut",
+    "TwilioParseError",
+    "TwilioSenderRefused",
+    "TwilioVerificationError",
+    "WebhookReply",
+    "parse_allow_list",
+]

@@ -1,0 +1,163 @@
+"""`TwilioChannel`: SMS as a text-only channel, one request at a time, one session per (our number, theirs).
+
+Outbound (delivery jobs): prompts, confirmations, assistant messages and refusals go out through
+`messages.create`, unless the number opted out (engine.contacts). Inbound (`receive`, behind the gateway's
+`POST /twilio/sms`): verify, admit only allowed senders, dedupe on (AccountSid, MessageSid), handle the
+keywords Twilio acts on itself, and store anything else as a message for the (From, To) session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from twilio.twiml.messaging_response import MessagingResponse
+
+from engine.channels import ChannelUnavailable, QueuePosition
+from engine.contacts import is_reachable, set_reachable
+from engine.inbound import accept, message_item
+from engine.policies import SessionInfo
+from engine.protocol import InputRequestOut, Principal
+from engine.runtime import Runtime, current
+
+from .client import TWILIO_API, SmsClient
+from .errors import TwilioApiError, TwilioOptedOut, TwilioSenderRefused, TwilioVerificationError
+from .parse import E164, Keyword, TwilioInbound, parse_twilio_form, twilio_principal
+from .render import render_confirmation, render_message, render_prompt, render_refusal
+from .verify import public_url, verify_twilio_signature
+
+log = logging.getLogger(__name__)
+
+EMPTY_TWIML = str(MessagingResponse())
+IDEMPOTENCY_HEADER = "i-twilio-idempotency-token"
+
+
+@dataclass(frozen=True)
+class TwilioConfig:
+    account_sid: str
+    auth_token: str
+    sender: str
+    """`TWILIO_FROM`: our number, or a Messaging Service SID (`MG...`)."""
+    public_base_url: str
+    allow_from: Mapping[str, str | None] = field(default_factory=dict)
+    """Numbers that may text us -> their display names (None: show the number)."""
+    api_url: str = TWILIO_API
+
+
+@dataclass(frozen=True)
+class SmsWebhook:
+    """A webhook request, framework-free: header names in lower case, every value of every form field."""
+
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    form: Mapping[str, list[str]]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    status: int
+    body: str
+    content_type: str
+
+
+def session_address(ours: str, theirs: str) -> str:
+    return f"twilio:{ours}:{theirs}"
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """(our number or Messaging Service SID, their number) of a `twilio:<ours>:<theirs>` address."""
+    channel, ours, theirs = address.split(":")
+    if channel != "twilio":
+        raise ValueError(f"not a Twilio address: {address!r}")
+    return ours, theirs
+
+
+class TwilioChannel:
+    name = "twilio"
+    one_at_a_time = True
+
+    def __init__(self, config: TwilioConfig, client: SmsClient | None = None,
+                 runtime: Callable[[], Runtime] = current) -> None:
+        self.config = config
+        self.client = client or SmsClient(config.account_sid, config.auth_token, config.api_url)
+        self.runtime = runtime
+
+    def address(self, data: dict[str, Any]) -> str:
+        """`{to: "+15551230001"}`: the session texts its requests to that number, from `TWILIO_FROM`."""
+        to = data.get("to")
+        if set(data) != {"to"} or not isinstance(to, str) or not E164.match(to):
+            raise ValueError('a Twilio address is {"to": "<E.164 number, like +15551230001>"}')
+        return session_address(self.config.sender, to)
+
+    # -- outbound, from delivery jobs ------------------------------------------------------------------
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
+        return self.send(session, render_prompt(request, position))
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        self.send(session, render_confirmation(request))
+
+    def say(self, session: SessionInfo, text: str) -> str | None:
+        return self.send(session, render_message(text))
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        """Text the refusal to a responder who answered by SMS; one who answered elsewhere was told there."""
+        _, theirs = split_address(session.address)
+        if responder.authenticator == self.name and responder.principal_id == f"twilio:{theirs}":
+            self.send(session, render_refusal(request, reason))
+
+    def send(self, session: SessionInfo, body: str) -> str | None:
+        """The message's sid, or None when the number opted out (then nothing is sent, and nothing retried)."""
+        rt = self.runtime()
+        if not is_reachable(rt, self.name, session.address):
+            log.info("not texting %s: the number opted out", session.address)
+            return None
+        ours, theirs = split_address(session.address)
+        try:
+            return self.client.send(ours, theirs, body)
+        except TwilioOptedOut:
+            log.info("%s opted out (Twilio error 21610): marked unreachable", session.address)
+            set_reachable(rt, self.name, session.address, False)
+            return None
+        except TwilioApiError as exc:
+            raise ChannelUnavailable(str(exc)) from exc
+
+    # -- inbound, from the gateway's webhook ------------------------------------------------------------
+
+    def receive(self, rt: Runtime, webhook: SmsWebhook) -> WebhookReply:
+        """Handle one incoming SMS and answer Twilio at once with empty TwiML (replies go out from jobs).
+
+        Raises TwilioVerificationError (not signed by Twilio for this account), TwilioParseError (signed but
+        not an incoming message) or TwilioSenderRefused (a number outside the allow list): all without effect.
+        """
+        url = public_url(self.config.public_base_url, webhook.path, webhook.query)
+        verify_twilio_signature(self.config.auth_token, url, webhook.form, webhook.headers)
+        message = parse_twilio_form(webhook.form)
+        if message.account_sid != self.config.account_sid:
+            raise TwilioVerificationError(f"a message for account {message.account_sid}, not ours")
+        if message.sender not in self.config.allow_from:
+            raise TwilioSenderRefused(f"{message.sender} is not in TWILIO_ALLOW_FROM")
+        principal = twilio_principal(message.account_sid, message.sender, self.config.allow_from[message.sender])
+        address = self.inbound_address(message)
+        external_id = f"{message.account_sid}:{message.message_sid}"
+        audit = {"messageSid": message.message_sid, "idempotencyToken": webhook.headers.get(IDEMPOTENCY_HEADER)}
+        keyword = message.keyword
+        if keyword is None and message.body.strip():
+            accept(rt, self.name, external_id, principal, webhook.body,
+                   {**message_item(address, message.body), **audit})
+        else:  # kept for the audit trail; never an answer, never a message to the agent
+            item = {"type": "ignored", "why": keyword.value if keyword else "no text", **audit}
+            fresh = accept(rt, self.name, external_id, principal, webhook.body, item)
+            if fresh and keyword in (Keyword.OPT_OUT, Keyword.OPT_IN):
+                set_reachable(rt, self.name, address, keyword is Keyword.OPT_IN)
+        return WebhookReply(200, EMPTY_TWIML, "text/xml")
+
+    def inbound_address(self, message: TwilioInbound) -> str:
+        """The (From, To) session: `To` is ours, or our Messaging Service when it is `TWILIO_FROM`, so a reply
+        reaches the session that texted from that service."""
+        ours = self.config.sender if message.messaging_service_sid == self.config.sender else message.to
+        return session_address(ours, message.sender)

@@ -1,0 +1,297 @@
+"""Slack on the gateway: the channel factory, the Bolt app and its listeners, mounted at `/slack/*`.
+
+* One workspace: SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET. Many: SLACK_CLIENT_ID + SLACK_CLIENT_SECRET (OAuth,
+  installations in the gateway's database, install at `/slack/install`) + SLACK_SIGNING_SECRET.
+* Events and interactivity arrive at `/slack/events` (or `/slack/interactions`): the edge checks the signature
+  (401, no effect), then Bolt's listeners store an inbound item with `engine.inbound.accept` and ack. No Web API
+  call in the request path, except `views.open` for the "Type an answer" modal (its trigger lives 3 seconds).
+* Socket Mode (SLACK_APP_TOKEN) runs the same listeners over a websocket: `hitl slack-socket`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Literal
+
+from flask import Blueprint, Flask, Response, current_app, request
+from slack_bolt import Ack, App, BoltContext, BoltRequest, BoltResponse
+from slack_bolt.adapter.flask import SlackRequestHandler
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.authorize import Authorize
+from slack_bolt.error import BoltError
+from slack_bolt.oauth.oauth_settings import OAuthSettings
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackClientError
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
+from sqlalchemy import create_engine, pool, select
+
+from adapters.slack import (
+    ANSWER_VIEW,
+    BotToken,
+    BotTokens,
+    Click,
+    InstalledBots,
+    SlackChannel,
+    SlackClient,
+    SlackParseError,
+    SlackVerificationError,
+    answer_modal,
+    parse_block_actions,
+    parse_mention,
+    parse_message,
+    parse_view_submission,
+    verify_slack_signature,
+)
+from engine.db import normalize_url
+from engine.inbound import accept, message_item, responses_item
+from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.requests import request_out
+from engine.runtime import Runtime
+from engine.tables import InputRequest, Session
+
+from .errors import ApiError
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("slack", __name__)
+
+SCOPES = ["app_mentions:read", "channels:history", "chat:write", "groups:history", "im:history"]
+"""The bot scopes an OAuth install asks for: exactly those of adapters/slack/manifest.yml."""
+STATE_SECONDS = 600
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+
+
+def slack_channel(settings: Settings) -> SlackChannel | None:
+    """The Slack adapter when Slack is configured (web processes and workers alike), else None."""
+    mode = slack_mode(settings)
+    if mode is None:
+        return None
+    tokens: BotTokens
+    if mode == "single":
+        tokens = BotToken(str(settings.slack_bot_token))
+    else:  # each worker process reads installations over its own connections (nothing pooled across a fork)
+        engine = create_engine(normalize_url(settings.database_url), poolclass=pool.NullPool)
+        tokens = InstalledBots(SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=engine))
+    return SlackChannel(SlackClient(tokens, settings.slack_api_url))
+
+
+def slack_mode(settings: Settings) -> Literal["single", "oauth"] | None:
+    """One workspace (SLACK_BOT_TOKEN), several (OAuth: SLACK_CLIENT_ID and SLACK_CLIENT_SECRET), or no Slack.
+    Both need SLACK_SIGNING_SECRET; half a configuration raises, naming what is missing."""
+    token, secret = settings.slack_bot_token, settings.slack_signing_secret
+    oauth = {"SLACK_CLIENT_ID": settings.slack_client_id, "SLACK_CLIENT_SECRET": settings.slack_client_secret}
+    if any(oauth.values()):
+        if token:
+            raise configuration_error("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
+                                     "SLACK_CLIENT_SECRET (OAuth, several workspaces), not both")
+        missing = [name for name, value in oauth.items() if not value] + ([] if secret else ["SLACK_SIGNING_SECRET"])
+        if missing:
+            raise configuration_error(f"Slack OAuth is half configured: {', '.join(missing)} missing")
+        return "oauth"
+    if token:
+        if not secret:
+            raise configuration_error("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
+        return "single"
+    if secret or settings.slack_app_token:
+        given = "SLACK_SIGNING_SECRET" if secret else "SLACK_APP_TOKEN"
+        raise configuration_error(f"{given} is set but SLACK_BOT_TOKEN is missing "
+                                 "(or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, for several workspaces)")
+    return None
+
+
+def configuration_error(message: str) -> Exception:
+    from .compose import ConfigurationError  # compose imports this module to list its factory
+
+    return ConfigurationError(message)
+
+
+# -- the Bolt app ----------------------------------------------------------------------------------------
+
+
+def init_app(app: Flask) -> None:
+    """Mount Slack when the runtime has the Slack channel: the Bolt app, its listeners and `/slack/*`."""
+    rt: Runtime = app.extensions["hitl"]
+    channel = rt.channels.get("slack")
+    if not isinstance(channel, SlackChannel):
+        return
+    settings: Settings = app.config["HITL_SETTINGS"]
+    bolt = bolt_app(settings, rt)
+    Listeners(rt, channel).register(bolt)
+    app.extensions["slack"] = SlackRequestHandler(bolt)
+    app.register_blueprint(bp)
+
+
+def bolt_app(settings: Settings, rt: Runtime) -> App:
+    """Single workspace: auth.test runs once, here (a bad token fails the start). OAuth: installations and
+    OAuth states in the gateway's database, and authorization from the stored bot (no auth.test per request)."""
+    client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url.rstrip("/") + "/")
+    if settings.slack_bot_token:
+        try:
+            return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True)
+        except BoltError as exc:
+            raise configuration_error(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
+    installations = SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=rt.db.engine)
+    oauth = OAuthSettings(
+        client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
+        installation_store=installations,
+        state_store=SQLAlchemyOAuthStateStore(expiration_seconds=STATE_SECONDS, engine=rt.db.engine),
+    )
+    authorize: Any = StoredBotAuthorize(InstalledBots(installations))  # an Authorize: Bolt's type hint omits it
+    return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True,
+               installation_store=installations, oauth_settings=oauth, authorize=authorize)
+
+
+class StoredBotAuthorize(Authorize):
+    """Bolt's authorization from the installation store alone (Bolt's own calls auth.test on every request)."""
+
+    def __init__(self, bots: InstalledBots) -> None:
+        self.bots = bots
+
+    def __call__(self, *, context: BoltContext, enterprise_id: str | None, team_id: str | None,
+                 user_id: str | None, actor_enterprise_id: str | None = None, actor_team_id: str | None = None,
+                 actor_user_id: str | None = None) -> AuthorizeResult | None:
+        bot = self.bots.bot(enterprise_id, None if context.is_enterprise_install else team_id)
+        if bot is None:
+            return None
+        return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id, bot_user_id=bot.bot_user_id,
+                               bot_id=bot.bot_id, bot_token=bot.bot_token, user_id=user_id)
+
+
+# -- listeners -------------------------------------------------------------------------------------------
+
+
+class Listeners:
+    """Each listener turns a verified payload into an inbound item (`engine.inbound.accept`: deduplicated,
+    stored, a job enqueued) and acks; the job does the rest."""
+
+    def __init__(self, rt: Runtime, channel: SlackChannel) -> None:
+        self.rt, self.channel = rt, channel
+
+    def register(self, bolt: App) -> None:
+        bolt.event("app_mention")(self.mention)
+        bolt.event("message")(self.message)
+        bolt.action(re.compile(r"^hitl\|"))(self.click)
+        bolt.view_submission(ANSWER_VIEW)(self.typed)
+        if self.channel.multi_workspace:
+            bolt.enable_token_revocation_listeners()
+        else:  # subscribed in the manifest for OAuth installs; one workspace has nothing to forget
+            bolt.event("app_uninstalled")(ignore)
+            bolt.event("tokens_revoked")(ignore)
+        bolt.error(failed)
+
+    def mention(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
+        said = parse_mention(body, context.bot_user_id)
+        if said is not None:
+            address = self.channel.address_of(said.where)
+            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+
+    def message(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
+        """A DM, or a reply in the thread of an existing session (other threads are not ours)."""
+        said = parse_message(body, context.bot_user_id)
+        if said is None:
+            return
+        address = self.channel.address_of(said.where)
+        if said.direct or has_session(self.rt, address):
+            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+
+    def click(self, ack: Ack, body: dict[str, Any], request: BoltRequest, client: WebClient) -> None:
+        click = parse_block_actions(body)
+        shown = find_request(self.rt, click.request_id)
+        if click.wants_to_type:
+            if shown is not None:
+                open_answer_modal(client, click, shown)
+        else:
+            options = shown.options if shown is not None else []
+            position = click.position or 0
+            item = None  # a click on a card this gateway does not know: kept for the audit trail only
+            if 1 <= position <= len(options):
+                response = InputResponse(request_id=click.request_id, option_id=options[position - 1].id)
+                item = responses_item([response])
+            self.store(click.external_id, click.principal, request, item)
+        ack()
+
+    def typed(self, ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
+        typed = parse_view_submission(body)
+        item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
+        self.store(typed.external_id, typed.principal, request, item)
+        ack()
+
+    def store(self, external_id: str, principal: Principal, request: BoltRequest,
+              item: dict[str, Any] | None) -> None:
+        """Once per platform id: a retry or a replay is counted (for the metrics) and changes nothing."""
+        accept(self.rt, "slack", external_id, principal, request.raw_body.encode(), item)
+
+
+def ignore() -> None:
+    """An event the app is subscribed to and has nothing to do with (Bolt would answer 404, and Slack retry)."""
+
+
+def failed(error: Exception) -> BoltResponse:
+    """A payload without what the gateway needs is a 400; anything else a logged 500 with nothing sent out."""
+    if isinstance(error, SlackParseError):
+        log.warning("unusable Slack payload: %s", error)
+        return BoltResponse(status=400, body="")
+    log.error("a Slack listener failed", exc_info=error)
+    return BoltResponse(status=500, body="")
+
+
+def find_request(rt: Runtime, request_id: str) -> InputRequestOut | None:
+    with rt.db.read() as db:
+        row = db.get(InputRequest, request_id)
+        return request_out(row) if row is not None else None
+
+
+def has_session(rt: Runtime, address: str) -> bool:
+    with rt.db.read() as db:
+        return db.execute(select(Session.id).where(
+            Session.channel == "slack", Session.address == address).limit(1)).first() is not None
+
+
+def open_answer_modal(client: WebClient, click: Click, shown: InputRequestOut) -> None:
+    try:
+        client.views_open(trigger_id=click.trigger_id, view=answer_modal(shown, click.channel_id))
+    except SlackClientError as exc:  # the person can still reply in the thread
+        log.warning("could not open the answer modal of %s: %s", click.request_id, exc)
+
+
+# -- HTTP ------------------------------------------------------------------------------------------------
+
+
+def handler() -> SlackRequestHandler:
+    found: SlackRequestHandler = current_app.extensions["slack"]
+    return found
+
+
+@bp.post("/slack/events")
+@bp.post("/slack/interactions")
+def events() -> Response:
+    """Events API and interactivity. The signature is checked on the raw body before anything reads it."""
+    settings: Settings = current_app.config["HITL_SETTINGS"]
+    try:
+        verify_slack_signature(str(settings.slack_signing_secret), request.headers.get("X-Slack-Request-Timestamp"),
+                               request.headers.get("X-Slack-Signature"), request.get_data())
+    except SlackVerificationError as exc:
+        raise ApiError(401, "invalid_signature", str(exc)) from exc
+    return handler().handle(request)
+
+
+@bp.get("/slack/install")
+@bp.get("/slack/oauth_redirect")
+def oauth() -> Response:
+    """The OAuth install page and Slack's redirect back (404 with a single workspace)."""
+    return handler().handle(request)
+
+
+def socket_mode_handler(app: Flask) -> SocketModeHandler:
+    """The same Bolt app over Socket Mode (no public URL needed: local development)."""
+    settings: Settings = app.config["HITL_SETTINGS"]
+    if not settings.slack_app_token:
+        raise configuration_error("Socket Mode needs SLACK_APP_TOKEN (an app-level xapp- token)")
+    mounted: SlackRequestHandler = app.extensions["slack"]
+    return SocketModeHandler(mounted.app, settings.slack_app_token)

@@ -1,0 +1,73 @@
+"""`POST /twilio/sms`: the Flask shim over adapters.twilio, and the channel's factory for the composition root."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, abort, current_app, request
+
+from adapters.twilio import (
+    E164,
+    MESSAGING_SERVICE,
+    SmsWebhook,
+    TwilioChannel,
+    TwilioConfig,
+    TwilioParseError,
+    TwilioSenderRefused,
+    TwilioVerificationError,
+    parse_allow_list,
+)
+from engine.runtime import Runtime
+
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("twilio", __name__, url_prefix="/twilio")
+
+
+@bp.post("/sms")
+def sms() -> Response:
+    rt: Runtime = current_app.extensions["hitl"]
+    channel = rt.channels.get(TwilioChannel.name)
+    if not isinstance(channel, TwilioChannel):
+        abort(404)
+    body = request.get_data()  # before the form is parsed, which would consume the stream
+    webhook = SmsWebhook(path=request.path, query=request.query_string.decode("latin-1"),
+                         headers={name.lower(): value for name, value in request.headers.items()},
+                         form=request.form.to_dict(flat=False), body=body)
+    try:
+        reply = channel.receive(rt, webhook)
+    except (TwilioVerificationError, TwilioSenderRefused) as exc:
+        log.warning("refused a Twilio webhook: %s", exc)
+        return Response("", 403)
+    except TwilioParseError as exc:
+        log.warning("a signed Twilio webhook that is not an incoming message: %s", exc)
+        return Response("", 400)
+    return Response(reply.body, reply.status, content_type=reply.content_type)
+
+
+def twilio_channel(settings: Settings) -> TwilioChannel | None:
+    """The SMS channel when `TWILIO_ACCOUNT_SID` is set; fails at start-up naming what else is missing."""
+    from .compose import ConfigurationError  # compose imports this module to list its factory
+
+    if not settings.twilio_account_sid:
+        return None
+    token, sender, base_url = settings.twilio_auth_token, settings.twilio_from, settings.public_base_url
+    if not (token and sender and base_url):
+        required = {"TWILIO_AUTH_TOKEN": token, "TWILIO_FROM": sender, "PUBLIC_BASE_URL": base_url}
+        missing = " and ".join(name for name, value in required.items() if not value)
+        raise ConfigurationError(f"TWILIO_ACCOUNT_SID is set but {missing} is not")
+    if not (E164.match(sender) or MESSAGING_SERVICE.match(sender)):
+        raise ConfigurationError(f"TWILIO_FROM is an E.164 number or a Messaging Service SID (MG...), not {sender!r}")
+    if not base_url.startswith(("https://", "http://")):
+        raise ConfigurationError(f"PUBLIC_BASE_URL is the gateway's public URL (https://...), not {base_url!r}")
+    try:
+        allow_from = parse_allow_list(settings.twilio_allow_from)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    if not allow_from:
+        log.warning("TWILIO_ALLOW_FROM is empty: every incoming SMS will be refused")
+    return TwilioChannel(TwilioConfig(account_sid=settings.twilio_account_sid, auth_token=token, sender=sender,
+                                      public_base_url=base_url, allow_from=allow_from,
+                                      api_url=settings.twilio_api_url))

@@ -1,0 +1,162 @@
+"""GitHub's REST API as far as the channel uses it, in memory: issue comments, reactions, collaborator roles.
+
+Mounted with `responses` for in-process tests, or served on a real port (`FakeGithubServer`) for an `hitl
+worker` process, which `responses` cannot reach. Comment ids come from one counter, so the comments tests
+write and the ones the bot posts are ordered as on GitHub.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import responses
+from requests import PreparedRequest
+
+Answer = tuple[int, dict[str, str], Any]
+
+
+@dataclass
+class Comment:
+    id: int
+    repository: str  # lower case: GitHub's paths are case-insensitive
+    issue: int
+    login: str
+    body: str
+    reactions: list[str] = field(default_factory=list)  # the bot's reactions
+
+
+ROUTES = [
+    ("POST", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<issue>\d+)/comments$"), "create"),
+    ("PATCH", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)$"), "update"),
+    ("POST", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)/reactions$"), "react"),
+    ("GET", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<login>[^/]+)/permission$"), "role"),
+]
+
+
+class FakeGithub:
+    def __init__(self, token: str, bot_login: str) -> None:
+        self.token, self.bot_login = token, bot_login
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.ids = itertools.count(1000)
+            self.comments: dict[int, Comment] = {}
+            self.roles: dict[str, str] = {}
+            self.calls: list[tuple[str, str]] = []
+            self.down = False  # every call answers 502
+
+    def next_id(self) -> int:
+        with self.lock:
+            return next(self.ids)
+
+    def add_comment(self, repository: str, issue: int, login: str, body: str, comment_id: int | None = None) -> Comment:
+        """A person's comment in the thread (the webhook that tells the gateway is the test's business)."""
+        comment = Comment(comment_id or self.next_id(), repository.lower(), issue, login, body)
+        with self.lock:
+            self.comments[comment.id] = comment
+        return comment
+
+    def thread(self, repository: str, issue: int) -> list[Comment]:
+        with self.lock:
+            return [c for c in self.comments.values() if (c.repository, c.issue) == (repository.lower(), issue)]
+
+    def by_bot(self, repository: str, issue: int) -> list[Comment]:
+        return [c for c in self.thread(repository, issue) if c.login == self.bot_login]
+
+    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> Answer:
+        with self.lock:
+            self.calls.append((method, path))
+            if self.down:
+                return 502, {}, {"message": "Server Error"}
+        if authorization != f"Bearer {self.token}":
+            return 401, {}, {"message": "Bad credentials"}
+        for route_method, pattern, name in ROUTES:
+            found = pattern.match(path)
+            if found and route_method == method:
+                data = json.loads(body) if body else {}
+                answer: Answer = getattr(self, name)(data, **found.groupdict())
+                return answer
+        return 404, {}, {"message": "Not Found"}
+
+    def create(self, data: dict[str, Any], repo: str, issue: str) -> Answer:
+        comment = self.add_comment(repo, int(issue), self.bot_login, data["body"])
+        return 201, {}, {"id": comment.id, "body": comment.body, "user": {"login": self.bot_login, "type": "Bot"}}
+
+    def update(self, data: dict[str, Any], repo: str, comment: str) -> Answer:
+        with self.lock:
+            found = self.comments.get(int(comment))
+            if found is None or found.repository != repo.lower():
+                return 404, {}, {"message": "Not Found"}
+            found.body = data["body"]
+        return 200, {}, {"id": found.id, "body": found.body}
+
+    def react(self, data: dict[str, Any], repo: str, comment: str) -> Answer:
+        with self.lock:
+            found = self.comments.get(int(comment))
+            if found is None or found.repository != repo.lower():
+                return 404, {}, {"message": "Not Found"}
+            if data["content"] in found.reactions:
+                return 200, {}, {"content": data["content"]}
+            found.reactions.append(data["content"])
+        return 201, {}, {"content": data["content"]}
+
+    def role(self, data: dict[str, Any], repo: str, login: str) -> Answer:
+        role = self.roles.get(login, "write")
+        return 200, {}, {"permission": "write" if role == "maintain" else role, "role_name": role,
+                         "user": {"login": login}}
+
+
+def mount(fake: FakeGithub, mock: responses.RequestsMock, base_url: str) -> None:
+    """Answer every call to `base_url` from `fake`, in this process (a GitHub Enterprise URL has a path)."""
+    prefix = re.sub(r"^https?://[^/]+", "", base_url.rstrip("/"))
+
+    def answer(request: PreparedRequest) -> tuple[int, dict[str, str], str]:
+        path = (request.path_url or "").removeprefix(prefix)
+        body = request.body.encode() if isinstance(request.body, str) else (request.body or b"")
+        status, headers, data = fake.handle(request.method or "", path, request.headers.get("Authorization"), body)
+        return status, headers, json.dumps(data)
+
+    for method in ("GET", "POST", "PATCH"):
+        mock.add_callback(method, re.compile(re.escape(base_url.rstrip("/")) + "/.*"), callback=answer,
+                          content_type="application/json")
+
+
+class FakeGithubServer:
+    """`fake` on 127.0.0.1 (a free port), in a thread."""
+
+    def __init__(self, fake: FakeGithub) -> None:
+        self.fake = fake
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, headers, data = fake.handle(self.command, self.path, self.headers.get("Authorization"), body)
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                for name, value in {**headers, "Content-Type": "application/json"}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PATCH = answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="fake-github", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

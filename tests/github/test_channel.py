@@ -1,0 +1,91 @@
+"""The GitHub channel's configuration, addresses and comments."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from adapters.github import GithubChannel, render_prompt, render_settled_prompt
+from engine.channels import QueuePosition
+from engine.protocol import InputRequestOut, api_key_principal
+from gateway.app import create_app
+from gateway.compose import ConfigurationError
+from gateway.github import github_channel
+from gateway.settings import Settings
+from tests.conftest import sqlite_settings
+from tests.github.support import REPO, Github
+from tests.support.agent import script
+
+
+@pytest.mark.parametrize("given, missing", [
+    ({"github_webhook_secret": "s"}, "GITHUB_TOKEN and GITHUB_BOT_LOGIN missing"),
+    ({"github_token": "t", "github_bot_login": "bot"}, "GITHUB_WEBHOOK_SECRET missing"),
+    ({"github_webhook_secret": "s", "github_token": "t"}, "GITHUB_BOT_LOGIN missing"),
+])
+def test_a_half_configured_channel_fails_at_start_naming_what_is_missing(tmp_path: Path, given: dict[str, str],
+                                                                         missing: str) -> None:
+    with pytest.raises(ConfigurationError, match=missing):
+        create_app(sqlite_settings(tmp_path, **given))
+
+
+def test_the_channel_is_off_without_github_settings_and_the_webhook_is_not_there(tmp_path: Path) -> None:
+    assert github_channel(Settings()) is None
+    app = create_app(sqlite_settings(tmp_path))
+    assert "github" not in app.extensions["hitl"].channels
+    assert app.test_client().post("/github/webhook", data=b"{}").status_code == 404
+
+
+def test_the_api_url_must_be_a_url() -> None:
+    settings = Settings(github_webhook_secret="s", github_token="t", github_bot_login="bot",
+                        github_api_url="api.github.com")
+    with pytest.raises(ConfigurationError, match="GITHUB_API_URL"):
+        github_channel(settings)
+
+
+def test_an_address_is_a_repository_and_an_issue_number() -> None:
+    channel = github_channel(Settings(github_webhook_secret="s", github_token="t", github_bot_login="@bot"))
+    assert isinstance(channel, GithubChannel) and channel.bot_login == "bot"
+    assert channel.address({"repo": "Codertocat/Hello-World", "issue": 9}) == "github:codertocat/hello-world:9"
+    for wrong in ({"repo": "Codertocat", "issue": 9}, {"repo": "a/b/c", "issue": 9}, {"repo": REPO, "issue": 0},
+                  {"repo": REPO, "issue": "9"}, {"repo": REPO, "issue": True}, {"issue": 9}):
+        with pytest.raises(ValueError):
+            channel.address(wrong)
+
+
+def test_a_session_opened_through_the_api_posts_its_requests_on_that_issue(github: Github) -> None:
+    client = github.stack.client("alice")
+    created = client.post("/api/sessions", json={
+        "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]),
+        "channel": "github", "address": {"repo": REPO, "issue": 9}})
+    assert created.status_code == 201
+    github.settle()
+    [(request, prompt)] = github.prompts(issue=9)
+    assert request.session_id == created.get_json()["id"] and prompt.body.startswith("Approve refund?")
+    bad = client.post("/api/sessions", json={"message": "hi", "channel": "github", "address": {"repo": REPO}})
+    assert (bad.status_code, bad.get_json()["error"]["code"]) == (422, "invalid_address")
+
+
+def request_with(prompt: str, tool_input: dict) -> InputRequestOut:
+    return InputRequestOut.model_validate({
+        "requestId": "req_1", "sessionId": "ses_1", "turnId": "turn_1", "kind": "tool-approval", "prompt": prompt,
+        "action": {"kind": "tool-call", "callId": "call_1", "toolName": "notify", "input": tool_input},
+        "options": [{"id": "approve", "label": "Approve"}, {"id": "cancel", "label": "Cancel"}],
+        "allowFreeform": False, "display": "confirmation", "requestedBy": None,
+        "createdAt": datetime.now(UTC), "expiresAt": None, "status": "pending", "outcome": None})
+
+
+def test_text_we_did_not_write_notifies_nobody() -> None:
+    request = request_with("Ping @octocat about it?", {"team": "@github/security"})
+    body = render_prompt(request, QueuePosition(2, 3))
+    assert body == ("(2 of 3) Ping @\u200boctocat about it?\nteam=@\u200bgithub/security\n1. Approve\n2. Deny\n"
+                    "Reply `/approve` or `/deny <note>`.")
+
+
+def test_a_settled_prompt_loses_how_to_answer_and_names_who_answered() -> None:
+    settled = request_with("Approve notify?", {"team": "ops"}).model_copy(update={
+        "status": "resolved", "outcome": "denied", "response": {"optionId": "cancel", "text": "not now"},
+        "responder": api_key_principal("bob")})
+    body = render_settled_prompt(settled)
+    assert body.endswith("\n**Denied by bob: not now**") and "Reply" not in body

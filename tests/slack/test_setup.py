@@ -1,0 +1,174 @@
+"""Setting Slack up: fail fast on half a configuration, the manifest, OAuth for many workspaces, Socket Mode."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from slack_bolt.adapter.socket_mode.internals import run_bolt_app
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.socket_mode.request import SocketModeRequest
+
+from adapters.slack import SlackChannel
+from engine.queries import list_sessions
+from gateway.app import create_app
+from gateway.cli import main
+from gateway.compose import ConfigurationError, build_runtime
+from gateway.slack import SCOPES, socket_mode_handler
+from tests.conftest import TEST_AGENT, make_stack, sqlite_settings
+from tests.slack.workspace import SECRET, Workspace, fixture, slack_settings
+from tests.support.agent import script
+from tests.support.fake_slack import FakeSlack
+
+ROOT = Path(__file__).resolve().parents[2]
+REFUND = script([("refund", {"charge_id": "ch_1", "amount": 5})])
+
+
+@pytest.mark.parametrize("given,named", [
+    ({"slack_bot_token": "xoxb-1"}, "SLACK_SIGNING_SECRET is missing"),
+    ({"slack_signing_secret": "s"}, "SLACK_BOT_TOKEN is missing"),
+    ({"slack_app_token": "xapp-1"}, "SLACK_BOT_TOKEN is missing"),
+    ({"slack_client_id": "1.2", "slack_signing_secret": "s"}, "SLACK_CLIENT_SECRET missing"),
+    ({"slack_client_secret": "c", "slack_signing_secret": "s"}, "SLACK_CLIENT_ID missing"),
+    ({"slack_client_id": "1.2", "slack_client_secret": "c"}, "SLACK_SIGNING_SECRET missing"),
+    ({"slack_bot_token": "xoxb-1", "slack_signing_secret": "s", "slack_client_id": "1", "slack_client_secret": "c"},
+     "not both"),
+])
+def test_half_a_slack_configuration_fails_at_create_app(tmp_path: Path, given: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        create_app(sqlite_settings(tmp_path, **given))
+
+
+def test_a_token_slack_refuses_fails_at_create_app(tmp_path: Path, fake: FakeSlack) -> None:
+    fake.fail("auth.test", status=200, error="invalid_auth")
+    with pytest.raises(ConfigurationError, match="Slack refused SLACK_BOT_TOKEN"):
+        create_app(sqlite_settings(tmp_path, **slack_settings(fake)))
+
+
+def test_without_slack_settings_there_is_no_slack(tmp_path: Path) -> None:
+    app = create_app(sqlite_settings(tmp_path))
+    assert "slack" not in app.extensions["hitl"].channels
+    assert app.test_client().post("/slack/events", data="{}").status_code == 404
+
+
+def test_a_worker_builds_the_slack_channel_without_flask_or_a_web_api_call(tmp_path: Path, fake: FakeSlack) -> None:
+    rt = build_runtime(sqlite_settings(tmp_path, **slack_settings(fake)))
+    assert isinstance(rt.channels["slack"], SlackChannel)
+    assert fake.calls == []
+    rt.db.dispose()
+
+
+def test_the_manifest_asks_for_exactly_what_the_gateway_uses() -> None:
+    manifest = yaml.safe_load((ROOT / "adapters" / "slack" / "manifest.yml").read_text())
+    assert manifest["oauth_config"]["scopes"]["bot"] == SCOPES
+    assert manifest["oauth_config"]["redirect_urls"][0].endswith("/slack/oauth_redirect")
+    settings = manifest["settings"]
+    assert settings["event_subscriptions"]["request_url"].endswith("/slack/events")
+    assert settings["interactivity"]["request_url"].endswith("/slack/interactions")
+    assert settings["event_subscriptions"]["bot_events"] == [
+        "app_mention", "app_uninstalled", "message.channels", "message.groups", "message.im", "tokens_revoked"]
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
+
+
+def test_every_subscribed_event_is_acknowledged(slack: Workspace) -> None:
+    """Bolt answers 404 to an event nobody listens to, and Slack retries it."""
+    tokens_revoked = {**fixture("app_uninstalled"), "event_id": "Ev0TOKENS1",
+                      "event": {"type": "tokens_revoked", "tokens": {"oauth": [], "bot": ["UBOT"]}}}
+    group_reply = slack.event("message", "alice", "hi", channel_type="group", thread_ts="1600000000.000001")
+    for payload in (fixture("app_uninstalled"), tokens_revoked, group_reply):
+        assert slack.send_event(payload).status_code == 200
+
+
+# -- many workspaces: OAuth ------------------------------------------------------------------------------
+
+
+def oauth_settings(fake: FakeSlack) -> dict[str, Any]:
+    return {"slack_client_id": "1234.5678", "slack_client_secret": "client-secret", "slack_signing_secret": SECRET,
+            "slack_api_url": fake.url}
+
+
+def install(slack: Workspace) -> dict[str, Any]:
+    """A workspace admin installs the app: the install page, Slack's consent screen, the redirect back."""
+    installation = fixture("oauth_v2_access")
+    slack.fake.installation = installation
+    page = slack.http.get("/slack/install")
+    assert page.status_code == 200
+    link = re.search(r'href="(https://slack.com/oauth/v2/authorize[^"]+)"', page.get_data(as_text=True))
+    assert link is not None
+    query = parse_qs(urlsplit(html.unescape(link.group(1))).query)
+    assert query["client_id"] == ["1234.5678"] and query["scope"] == [",".join(SCOPES)]
+    state = query["state"][0]
+    done = slack.http.get(f"/slack/oauth_redirect?code=a-code&state={state}")
+    assert done.status_code == 200, done.get_data(as_text=True)
+    return installation
+
+
+def from_installed_team(payload: dict[str, Any], team: str) -> dict[str, Any]:
+    payload.update(team_id=team, authorizations=[{**payload["authorizations"][0], "team_id": team}])
+    payload["event"]["team"] = team
+    return payload
+
+
+def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.FixtureRequest, tmp_path: Path,
+                                                            fake: FakeSlack) -> None:
+    with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
+        slack = Workspace(stack, fake)
+        installation = install(slack)
+        team, bot_user = installation["team"]["id"], installation["bot_user_id"]
+        fake.reset()
+        mention = from_installed_team(slack.event("app_mention", "alice", f"<@{bot_user}> {REFUND}"), team)
+        slack.ok(slack.send_event(mention))
+        assert fake.called("auth.test") == []  # authorized from the stored installation
+        [card] = [c for c in fake.called("chat.postMessage") if c.params.get("blocks")]
+        assert card.token == installation["access_token"]
+        [session] = list_sessions(stack.rt)
+        assert stack.history(session["id"])["address"] == f"slack:{team}:C0TEST:{mention['event']['ts']}"
+
+        slack.ok(slack.send_event(from_installed_team(fixture("app_uninstalled"), team)))
+        store = SQLAlchemyInstallationStore(client_id="1234.5678", engine=stack.rt.db.engine)
+        assert store.find_bot(enterprise_id=None, team_id=team) is None
+
+
+def test_an_api_session_of_a_multi_workspace_gateway_names_its_team(request: pytest.FixtureRequest,
+                                                                    tmp_path: Path, fake: FakeSlack) -> None:
+    with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
+        client = stack.client("alice")
+        missing = client.post("/api/sessions", json={"channel": "slack", "address": {"channel": "C0TEST"}})
+        assert (missing.status_code, missing.get_json()["error"]["code"]) == (422, "invalid_address")
+        assert "teamId" in missing.get_json()["error"]["message"]
+        given = client.post("/api/sessions", json={"channel": "slack", "address": {
+            "channel": "C0TEST", "teamId": "T9TK3CUKW", "enterpriseId": "E0GRID"}})
+        assert given.status_code == 201
+        assert stack.history(given.get_json()["id"])["address"] == "slack:E0GRID/T9TK3CUKW:C0TEST:"
+
+
+# -- Socket Mode -----------------------------------------------------------------------------------------
+
+
+def test_socket_mode_runs_the_same_listeners(request: pytest.FixtureRequest, tmp_path: Path,
+                                            fake: FakeSlack) -> None:
+    with make_stack(request, "sqlite", tmp_path, slack_app_token="xapp-1-test", **slack_settings(fake)) as stack:
+        handler = socket_mode_handler(stack.app)
+        assert handler.app is stack.app.extensions["slack"].app and handler.client.app_token == "xapp-1-test"
+        slack = Workspace(stack, fake)
+        envelope = SocketModeRequest(type="events_api", envelope_id="1",
+                                     payload=slack.event("app_mention", "alice", f"<@UBOT> {REFUND}"))
+        assert run_bolt_app(handler.app, envelope).status == 200  # over the websocket: nothing to sign
+        slack.settle()
+        assert [m.now["text"] for m in fake.messages] == ["step 1", "Approve refund?"]
+
+
+def test_socket_mode_needs_an_app_token(slack: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="SLACK_APP_TOKEN"):
+        socket_mode_handler(slack.stack.app)
+    for name, value in {"DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}", "HITL_AGENT": TEST_AGENT,
+                        "SLACK_BOT_TOKEN": "xoxb-cli", "SLACK_SIGNING_SECRET": SECRET,
+                        "SLACK_API_URL": slack.fake.url}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit, match="hitl: Socket Mode needs SLACK_APP_TOKEN"):
+        main(["slack-socket"])
