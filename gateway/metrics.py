@@ -1,14 +1,11 @@
 """`GET /metrics`: Prometheus text exposition, computed from the database on each scrape.
 
-Every number but one comes from aggregate queries over the shared database, so any web process answers for
-the whole deployment: scrape one. The exception is `hitl_webhook_duplicates_total`: a duplicate delivery is
-never stored, so each process counts the ones it saw (`count_duplicate`) and the number is per process.
+Every number comes from aggregate queries over the shared database, so any web process answers for the
+whole deployment: scrape one.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,19 +25,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KINDS = ("tool-approval", "question", "session-limit")
 TURN_STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
 DECISION_BUCKETS = (1, 5, 15, 60, 300, 900, 3600)
-
-_duplicates: Counter[str] = Counter()
-_duplicates_lock = threading.Lock()
-
-
-def count_duplicate(channel: str) -> None:
-    """One webhook delivery of `channel` was a duplicate (a platform retry), counted in this process only.
-
-    The gateway's webhook shims call it when an adapter reports a duplicate (adapters never import the gateway).
-    """
-    with _duplicates_lock:
-        _duplicates[channel] += 1
-
 
 @dataclass
 class Family:
@@ -160,14 +144,12 @@ def turn_families(db: DbSession) -> list[Family]:
 def webhook_families(db: DbSession) -> list[Family]:
     deliveries = Family("hitl_webhook_deliveries_total", "counter",
                         "Webhook deliveries accepted (verified and new), by channel.")
-    for channel, count in db.execute(
-        select(Inbound.channel, func.count()).group_by(Inbound.channel).order_by(Inbound.channel)
+    duplicates = Family("hitl_webhook_duplicates_total", "counter",
+                        "Webhook deliveries dropped as duplicates (platform retries, redeliveries), by channel.")
+    for channel, count, repeats in db.execute(
+        select(Inbound.channel, func.count(), func.coalesce(func.sum(Inbound.duplicates), 0))
+        .group_by(Inbound.channel).order_by(Inbound.channel)
     ).all():
         deliveries.add(count, channel=channel)
-    duplicates = Family("hitl_webhook_duplicates_total", "counter",
-                        "Webhook deliveries dropped as duplicates, by channel; counted by this process only.")
-    with _duplicates_lock:
-        seen = sorted(_duplicates.items())
-    for channel, count in seen:
-        duplicates.add(count, channel=channel)
+        duplicates.add(int(repeats), channel=channel)
     return [deliveries, duplicates]
