@@ -1,0 +1,46 @@
+"""Scenario 2, answer to completion end to end, at open-loop click rates.
+
+Parked turns are seeded in bulk; each click approves one of them through the gunicorn web processes,
+scheduled by the clock (never waiting on a response to send the next). A click's latency runs from the
+moment it was sent to the `at` of its turn's `turn.completed` event (stamped in the transaction that
+commits it); the response time is the webhook's own.
+
+A click is a signed Slack `block_actions` interaction posted to `/slack/interactions` (the real webhook
+path: verified, stored as an inbound item, applied by a worker, the card updated through the fake Slack
+Web API), or with `--click rest` a `PATCH /api/requests/<id>` approve from loopback (the local operator).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from . import slack
+from .config import Bench
+from .measure import HttpRequest, completed_at, open_loop, summary
+from .seed import Cloner, Parked, park_template
+
+
+def approve(parked: Parked) -> HttpRequest:
+    """The REST approve of a parked turn's request."""
+    body = json.dumps({"optionId": "approve"}).encode()
+    return HttpRequest("PATCH", f"/api/requests/{parked.request_id}", body, {"Content-Type": "application/json"})
+
+
+def run(bench: Bench) -> dict[str, Any]:
+    sizes = bench.sizes
+    deployment = bench.fresh_deployment()
+    if bench.click == "slack":
+        template, build = slack.park_slack_template(bench.target, bench.slack_api_url), slack.click
+    else:
+        template, build = park_template(bench.target), approve
+    counts = {rate: max(1, int(rate * sizes.rate_seconds)) for rate in sizes.rates}
+    pool = Cloner(bench.target, template).clone(sum(counts.values()))
+    rates: dict[str, Any] = {}
+    for rate, n in counts.items():
+        batch, pool = pool[:n], pool[n:]
+        sent = open_loop(deployment.port, [build(p) for p in batch], rate)
+        completed = completed_at(bench.target, batch, sizes.drain_seconds)
+        rates[str(rate)] = summary(sent, completed, batch, gave_up=time.time())
+    return {"click": bench.click, "seconds_per_rate": sizes.rate_seconds, "rates": rates}

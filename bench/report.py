@@ -1,0 +1,128 @@
+"""The ratios the issue's targets are set on, and the Markdown table of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGETS = {
+    "cycles_vs_langgraph": (">=", 2.0, "cycles/s over LangGraph's (2 workers, 2 processes)"),
+    "bytes_per_parked_turn_vs_langgraph": ("<=", 0.5, "bytes per parked turn over LangGraph's per thread"),
+    "answer_to_completed_p50_vs_floor": ("<=", 3.0, "click to turn.completed p50 at 50/s over the floor's"),
+    "answer_to_completed_p99_vs_floor": ("<=", 5.0, "click to turn.completed p99 at 50/s over the floor's"),
+    "webhook_p99_ms_at_200rps": ("<=", 50.0, "webhook response p99 at 200 clicks/s, ms (rates run: {rates})"),
+    "settle_100k_vs_1k": ("<=", 1.2, "settle+resume p50 with the most parked over the fewest ({levels} parked)"),
+    "rss_after_vs_before": ("<=", 1.1, "largest VmRSS growth of a process after parking {parked} turns"),
+}
+"""Each ratio's target and what it is. `settle_100k_vs_1k` divides the largest scale level by the smallest (100k
+and 1k at full size); `rss_after_vs_before` stands for "no growth of process memory" (10% slack)."""
+
+TARGET_RATE = 50
+"""The click rate the answer-to-completion targets are set at."""
+
+
+def dig(data: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def ratio(numerator: Any, denominator: Any) -> float | None:
+    if not isinstance(numerator, int | float) or not isinstance(denominator, int | float) or not denominator:
+        return None
+    return round(numerator / denominator, 3)
+
+
+def ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    """Our figures over the peer's and the floor's; None where a scenario it needs did not run."""
+    ours_class = results.get("worker_class")
+    ours = dig(results, "cycles", "runs", f"{ours_class}_2")
+    rate = str(TARGET_RATE)
+    answered = dig(results, "answer", "rates", rate, "answer_to_completed_ms")
+    floor = dig(results, "floor", "latency", "click_to_done_ms")
+    top = dig(results, "answer", "rates")
+    levels = dig(results, "scale", "levels") or {}
+    small, large = (levels[min(levels, key=int)], levels[max(levels, key=int)]) if levels else (None, None)
+    return {
+        "cycles_vs_langgraph": ratio(dig(ours or {}, "cycles_per_s"),
+                                     dig(results, "langgraph", "runs", "processes_2", "cycles_per_s")),
+        "bytes_per_parked_turn_vs_langgraph": ratio(
+            dig(results, "cost", "bytes_per_parked_turn"),
+            dig(results, "langgraph", "runs", "processes_2", "bytes_per_parked_thread")),
+        "answer_to_completed_p50_vs_floor": ratio(dig(answered or {}, "p50"), dig(floor or {}, "p50")),
+        "answer_to_completed_p99_vs_floor": ratio(dig(answered or {}, "p99"), dig(floor or {}, "p99")),
+        "webhook_p99_ms_at_200rps": dig(top or {}, "200", "response_ms", "p99"),
+        "settle_100k_vs_1k": ratio(dig(large or {}, "settle_resume_ms", "p50"),
+                                   dig(small or {}, "settle_resume_ms", "p50")),
+        "rss_after_vs_before": dig(results, "cost", "rss_after_vs_before"),
+    }
+
+
+def verdict(key: str, value: float | None) -> str:
+    if value is None:
+        return "not run"
+    op, goal, _ = TARGETS[key]
+    met = value >= goal if op == ">=" else value <= goal
+    return "met" if met else "missed"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"Run {results['date']} on {m['nproc']} x {m['cpu_model']}, {m['memory_mib']} MiB, commit "
+        f"{results['commit'][:10]}{' (quick sizes)' if results.get('quick') else ''}; "
+        f"RQ worker class: {results.get('worker_class')}; 1-minute load average when each scenario started: "
+        f"{', '.join(f'{k} {v:.1f}' for k, v in results.get('load_average_at_start', {}).items())}.",
+        "",
+        "| target | measured | goal | |",
+        "|---|---|---|---|",
+    ]
+    levels = sorted(int(level) for level in dig(results, "scale", "levels") or {})
+    sizes = {"rates": ", ".join(dig(results, "answer", "rates") or {}) or "none",
+             "levels": f"{levels[-1]} vs {levels[0]}" if levels else "none", "parked": dig(results, "cost", "parked")}
+    for key, value in results["ratios"].items():
+        op, goal, what = TARGETS[key]
+        lines.append(f"| `{key}`: {what.format(**sizes)} | {'-' if value is None else value} | {op} {goal} | "
+                     f"{verdict(key, value)} |")
+    lines += ["", "| figure | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in figures(results)]
+    return "\n".join(lines) + "\n"
+
+
+def figures(results: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The headline numbers of each scenario that ran, as (name, value) rows."""
+    rows: list[tuple[str, Any]] = []
+    for name, run in (dig(results, "cycles", "runs") or {}).items():
+        rows.append((f"cycles/s, {name.replace('_', ' worker class, ')} worker(s) (park/s, settle/s, resume/s)",
+                     f"{run['cycles_per_s']} ({run['park_per_s']}, {run['settle_per_s']}, {run['resume_per_s']})"))
+    for name, run in (dig(results, "langgraph", "runs") or {}).items():
+        rows.append((f"LangGraph cycles/s, {name.replace('processes_', '')} process(es) (park/s, resume/s)",
+                     f"{run['cycles_per_s']} ({run['park_per_s']}, {run['resume_per_s']})"))
+    for rate, run in (dig(results, "answer", "rates") or {}).items():
+        done, web = run["answer_to_completed_ms"], run["response_ms"]
+        rows.append((f"{dig(results, 'answer', 'click')} click -> turn.completed at {rate}/s, p50/p95/p99 ms "
+                     f"(webhook p50/p99 ms; completed/sent, completed/s)",
+                     f"{done['p50']}/{done['p95']}/{done['p99']} ({web['p50']}/{web['p99']}; "
+                     f"{run['completed']}/{run['sent']}, {run['completed_per_s']})"))
+    for count in (1, 2):
+        floor = dig(results, "floor", f"consumers_{count}")
+        if floor:
+            rows.append((f"floor cycles/s, {count} consumer(s)", floor["cycles_per_s"]))
+    floor_latency = dig(results, "floor", "latency")
+    if floor_latency:
+        f = floor_latency["click_to_done_ms"]
+        rows.append((f"floor click -> done at {floor_latency['rate']}/s, p50/p95/p99 ms",
+                     f"{f['p50']}/{f['p95']}/{f['p99']}"))
+    for level, run in (dig(results, "scale", "levels") or {}).items():
+        s, r = run["settle_ms"], run["settle_resume_ms"]
+        rows.append((f"{level} parked: settle p50 ms, settle+resume p50/p95 ms", f"{s['p50']}, {r['p50']}/{r['p95']}"))
+    cost = results.get("cost")
+    if cost:
+        rows.append(("bytes per parked turn (ours, LangGraph)",
+                     f"{cost['bytes_per_parked_turn']}, "
+                     f"{dig(results, 'langgraph', 'runs', 'processes_2', 'bytes_per_parked_thread') or '-'}"))
+        for role, rss in cost["rss_kib"].items():
+            rows.append((f"{role} RSS KiB before -> after {cost['parked']} parked",
+                         f"{rss['before']} -> {rss['after']}"))
+    return rows

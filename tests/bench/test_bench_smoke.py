@@ -1,0 +1,68 @@
+"""The benchmark harness runs end to end at tiny sizes, so it never rots. Figures are not asserted:
+performance is measured by `python -m bench`, never in timed tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.services import require_postgres, require_redis
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = "floor,cycles,answer,cost,scale"
+"""Every scenario but LangGraph's, which needs the `bench` extra (CI installs only `test`)."""
+RATIO_KEYS = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph", "answer_to_completed_p50_vs_floor",
+              "answer_to_completed_p99_vs_floor", "webhook_p99_ms_at_200rps", "settle_100k_vs_1k"}
+NEEDS_LANGGRAPH = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph"}
+
+
+def run_bench(tmp_path: Path, scenarios: str) -> dict[str, Any]:
+    env = dict(os.environ, HITL_BENCH_DATABASE_URL=require_postgres(), HITL_BENCH_REDIS_URL=require_redis())
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--scenarios", scenarios, "--out", str(tmp_path),
+         "--db-name", f"hitl_bench_smoke_{uuid.uuid4().hex[:8]}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "latest.md").read_text().startswith("Run ")
+    results: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
+    return results
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> None:
+    results = run_bench(tmp_path, OURS)
+
+    assert set(results["machine"]) == {"nproc", "memory_mib", "cpu_model"}
+    assert results["date"] and len(results["commit"]) in (40, len("unknown"))
+    ratios = results["ratios"]
+    assert RATIO_KEYS <= set(ratios)
+    for key in RATIO_KEYS - NEEDS_LANGGRAPH:
+        assert is_number(ratios[key]), (key, ratios[key])
+    assert all(ratios[key] is None for key in NEEDS_LANGGRAPH)  # LangGraph did not run
+    for run in results["cycles"]["runs"].values():
+        assert all(is_number(run[k]) for k in ("park_per_s", "settle_per_s", "resume_per_s", "cycles_per_s"))
+    for rate in results["answer"]["rates"].values():
+        assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
+    assert all(level["errors"] == 0 for level in results["scale"]["levels"].values())
+    assert is_number(results["cost"]["bytes_per_parked_turn"])
+    assert is_number(results["floor"]["latency"]["click_to_done_ms"]["p99"])
+
+
+def test_langgraph_runs_side_by_side_when_installed(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.postgres",
+                        reason="LangGraph's scenario needs the bench extra: pip install -e '.[bench]'")
+    results = run_bench(tmp_path, "langgraph")
+
+    for run in results["langgraph"]["runs"].values():
+        assert is_number(run["cycles_per_s"]) and is_number(run["bytes_per_parked_thread"])
