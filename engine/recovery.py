@@ -37,7 +37,10 @@ def sweep(rt: Runtime) -> SweepReport:
         expired = list(db.execute(
             select(Turn.id).where(Turn.status == "running", Turn.lease_until < now)
         ).scalars())
-        waiting = list(db.execute(select(Turn.id).where(Turn.status == "waiting")).scalars())
+        open_requests = select(InputRequest.request_id).where(
+            InputRequest.turn_id == Turn.id, InputRequest.status == "pending").exists()
+        waiting = list(db.execute(  # settled but never resumed: one query, however many turns are parked
+            select(Turn.id).where(Turn.status == "waiting", ~open_requests)).scalars())
         stuck = list(db.execute(
             select(Turn.id).where(
                 Turn.status == "queued",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session as DbSession
 
 from .db import changed
@@ -54,7 +54,7 @@ def close_request(
 
 def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
     """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note."""
-    call = db.execute(select(ToolCall).where(ToolCall.approval_request_id == request.request_id)).scalar_one()
+    call = db.get_one(ToolCall, request.call_id)
     if request.outcome == "approved" and responder is not None:
         call.status, call.responder, call.updated_at = "approved", responder.wire(), rt.now()
         tool = rt.agent.tools.get(call.tool)

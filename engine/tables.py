@@ -193,6 +193,7 @@ class InputRequest(Base):
 
     __table_args__ = (
         Index("ix_input_requests_status_created_at", "status", "created_at"),
+        Index("ix_input_requests_status_expires_at", "status", "expires_at"),
         Index("ix_input_requests_session_id_seq", "session_id", "seq"),
     )
 

@@ -19,7 +19,7 @@ class Settings(BaseSettings):
     queue: str = Field("hitl", pattern=r"^[A-Za-z0-9_-]+$", validation_alias="HITL_QUEUE")
     sweep_seconds: float = Field(10.0, gt=0, validation_alias="HITL_SWEEP_SECONDS")
     inline_workers: int = Field(4, ge=1, validation_alias="HITL_INLINE_WORKERS")
-    worker_class: str = Field("fork", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
+    worker_class: str = Field("simple", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
     response_policy_timeout: float = Field(10.0, gt=0, validation_alias="HITL_RESPONSE_POLICY_TIMEOUT")
     public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
 

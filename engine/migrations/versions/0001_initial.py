@@ -43,9 +43,17 @@ def upgrade() -> None:
         sa.Column("channel", sa.String(length=32), nullable=False),
         sa.Column("external_id", sa.String(length=200), nullable=False),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("principal", JSON, nullable=True),
+        sa.Column(
+            "principal",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("payload_digest", sa.String(length=64), nullable=False),
-        sa.Column("item", JSON, nullable=True),
+        sa.Column(
+            "item",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("duplicates", sa.Integer(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_inbound")),
@@ -55,7 +63,11 @@ def upgrade() -> None:
         "outbox",
         sa.Column("id", ID, autoincrement=True, nullable=False),
         sa.Column("job", sa.String(length=64), nullable=False),
-        sa.Column("args", JSON, nullable=False),
+        sa.Column(
+            "args",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("available_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("enqueued_at", sa.DateTime(timezone=True), nullable=True),
@@ -70,7 +82,11 @@ def upgrade() -> None:
         sa.Column("agent", sa.String(length=200), nullable=False),
         sa.Column("channel", sa.String(length=32), nullable=False),
         sa.Column("address", sa.String(length=500), nullable=False),
-        sa.Column("initiator", JSON, nullable=True),
+        sa.Column(
+            "initiator",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("event_seq", sa.Integer(), nullable=False),
         sa.Column("message_seq", sa.Integer(), nullable=False),
@@ -88,7 +104,11 @@ def upgrade() -> None:
         sa.Column("id", ID, autoincrement=True, nullable=False),
         sa.Column("session_id", sa.String(length=64), nullable=False),
         sa.Column("approval_key", sa.String(length=200), nullable=False),
-        sa.Column("granted_by", JSON, nullable=False),
+        sa.Column(
+            "granted_by",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("request_id", sa.String(length=80), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
@@ -106,7 +126,11 @@ def upgrade() -> None:
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("type", sa.String(length=40), nullable=False),
         sa.Column("turn_id", sa.String(length=64), nullable=True),
-        sa.Column("data", JSON, nullable=False),
+        sa.Column(
+            "data",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_id"], ["sessions.id"], name=op.f("fk_events_session_id_sessions"), ondelete="CASCADE"
@@ -121,7 +145,11 @@ def upgrade() -> None:
         sa.Column("key", sa.String(length=200), nullable=False),
         sa.Column("channel", sa.String(length=32), nullable=False),
         sa.Column("ref", sa.String(length=200), nullable=True),
-        sa.Column("data", JSON, nullable=True),
+        sa.Column(
+            "data",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_id"], ["sessions.id"], name=op.f("fk_posts_session_id_sessions"), ondelete="CASCADE"
@@ -135,10 +163,18 @@ def upgrade() -> None:
         sa.Column("session_id", sa.String(length=64), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("requested_by", JSON, nullable=True),
+        sa.Column(
+            "requested_by",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("input", sa.Text(), nullable=False),
         sa.Column("result", sa.Text(), nullable=True),
-        sa.Column("error", JSON, nullable=True),
+        sa.Column(
+            "error",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("steps", sa.Integer(), nullable=False),
         sa.Column("step_budget", sa.Integer(), nullable=True),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
@@ -161,9 +197,17 @@ def upgrade() -> None:
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("content", sa.Text(), nullable=True),
-        sa.Column("tool_calls", JSON, nullable=True),
+        sa.Column(
+            "tool_calls",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("tool_call_id", sa.String(length=64), nullable=True),
-        sa.Column("principal", JSON, nullable=True),
+        sa.Column(
+            "principal",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_id"], ["sessions.id"], name=op.f("fk_messages_session_id_sessions"), ondelete="CASCADE"
@@ -183,7 +227,11 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("error", JSON, nullable=True),
+        sa.Column(
+            "error",
+            JSON,
+            nullable=True,
+        ),
         sa.ForeignKeyConstraint(["turn_id"], ["turns.id"], name=op.f("fk_runs_turn_id_turns"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_runs")),
         sa.UniqueConstraint("turn_id", "seq", name=op.f("uq_runs_turn_id_seq")),
@@ -198,15 +246,35 @@ def upgrade() -> None:
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("kind", sa.String(length=24), nullable=False),
         sa.Column("prompt", sa.Text(), nullable=False),
-        sa.Column("action", JSON, nullable=True),
-        sa.Column("options", JSON, nullable=False),
+        sa.Column(
+            "action",
+            JSON,
+            nullable=True,
+        ),
+        sa.Column(
+            "options",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("allow_freeform", sa.Boolean(), nullable=False),
         sa.Column("display", sa.String(length=16), nullable=False),
-        sa.Column("requested_by", JSON, nullable=True),
+        sa.Column(
+            "requested_by",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("outcome", sa.String(length=16), nullable=True),
-        sa.Column("response", JSON, nullable=True),
-        sa.Column("responder", JSON, nullable=True),
+        sa.Column(
+            "response",
+            JSON,
+            nullable=True,
+        ),
+        sa.Column(
+            "responder",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
@@ -227,6 +295,7 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_input_requests_run_id"), ["run_id"], unique=False)
         batch_op.create_index("ix_input_requests_session_id_seq", ["session_id", "seq"], unique=False)
         batch_op.create_index("ix_input_requests_status_created_at", ["status", "created_at"], unique=False)
+        batch_op.create_index("ix_input_requests_status_expires_at", ["status", "expires_at"], unique=False)
         batch_op.create_index(batch_op.f("ix_input_requests_turn_id"), ["turn_id"], unique=False)
 
     op.create_table(
@@ -237,14 +306,34 @@ def upgrade() -> None:
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("tool", sa.String(length=200), nullable=False),
-        sa.Column("input", JSON, nullable=False),
+        sa.Column(
+            "input",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("input_hash", sa.String(length=64), nullable=False),
         sa.Column("status", sa.String(length=24), nullable=False),
-        sa.Column("result", JSON, nullable=True),
+        sa.Column(
+            "result",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("approval_request_id", sa.String(length=80), nullable=True),
-        sa.Column("responder", JSON, nullable=True),
-        sa.Column("verdict", JSON, nullable=True),
-        sa.Column("stored_steps", JSON, nullable=True),
+        sa.Column(
+            "responder",
+            JSON,
+            nullable=True,
+        ),
+        sa.Column(
+            "verdict",
+            JSON,
+            nullable=True,
+        ),
+        sa.Column(
+            "stored_steps",
+            JSON,
+            nullable=True,
+        ),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("interrupted", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -263,7 +352,11 @@ def upgrade() -> None:
         "response_candidates",
         sa.Column("candidate_id", sa.String(length=64), nullable=False),
         sa.Column("request_id", sa.String(length=80), nullable=False),
-        sa.Column("responder", JSON, nullable=False),
+        sa.Column(
+            "responder",
+            JSON,
+            nullable=False,
+        ),
         sa.Column("decision", sa.String(length=200), nullable=True),
         sa.Column("text", sa.Text(), nullable=True),
         sa.Column("outcome", sa.String(length=16), nullable=False),
@@ -295,6 +388,7 @@ def downgrade() -> None:
     op.drop_table("tool_calls")
     with op.batch_alter_table("input_requests", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_input_requests_turn_id"))
+        batch_op.drop_index("ix_input_requests_status_expires_at")
         batch_op.drop_index("ix_input_requests_status_created_at")
         batch_op.drop_index("ix_input_requests_session_id_seq")
         batch_op.drop_index(batch_op.f("ix_input_requests_run_id"))
