@@ -38,8 +38,11 @@ def deliver(rt: Runtime, session_id: str) -> None:
 
 
 def claim(rt: Runtime, session_id: str) -> bool:
+    """Take the session's delivery lease. The queued flag is cleared first, whatever happens: events written
+    from now on queue a new job, and a deliverer holding the lease re-checks before it lets go."""
     with rt.transaction() as db:
         now = rt.now()
+        db.execute(update(Session).where(Session.id == session_id).values(delivery_queued=False))
         return changed(db, update(Session).where(
             Session.id == session_id,
             (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from . import defaults
@@ -70,14 +70,18 @@ class Runtime:
             self.push(rows)
 
     def _deliver_events(self, session: Session) -> None:
-        """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote."""
+        """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
+        one is already queued and has not started (it will read these events too)."""
         touched = session.info.pop("event_sessions", set())
         if not touched or not self.channels:
             return
-        bound = session.execute(
-            select(SessionRow.id).where(SessionRow.id.in_(touched), SessionRow.channel.in_(list(self.channels)))
-        ).scalars()
-        for session_id in bound:
+        # at most one queued delivery per session: the job clears the flag before it reads the events
+        flagged = session.execute(
+            update(SessionRow).where(SessionRow.id.in_(touched), SessionRow.channel.in_(list(self.channels)),
+                                     SessionRow.delivery_queued.is_(False))
+            .values(delivery_queued=True).returning(SessionRow.id)
+        ).scalars().all()
+        for session_id in flagged:
             self.enqueue(session, "deliver", session_id)
 
     def enqueue(self, session: Session, job: str, *args: Any) -> None:

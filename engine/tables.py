@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -83,6 +84,7 @@ class Session(Base):
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
     delivered_seq: Mapped[int] = mapped_column(Integer, default=0)
     delivery_lease_until: Mapped[datetime | None] = mapped_column()
+    delivery_queued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
