@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, ToolContext
-from .db import changed
 from .events import add_message, emit
+from .lease import LeaseKeeper
 from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, expiry, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
 from .runtime import Runtime
-from .tables import ApprovalGrant, InputRequest, Message, Run, Session, ToolCall, Turn, new_id
+from .tables import ApprovalGrant, InputRequest, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash, reject_call
-from .turns import blocking_turn, end_turn, latest_run, lock_turn, pending_requests
+from .transcript import load_messages, model_view, steered_since
+from .turns import claim, end_turn, latest_run, lock_turn, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -54,69 +54,12 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
         keeper.stop()
 
 
-def claim(rt: Runtime, turn_id: str) -> str | None:
-    """Compare-and-set the turn from `queued` to `running` and open (or activate) its Run."""
-    with rt.transaction() as db:
-        if db.get(Turn, turn_id) is None:
-            return None
-        turn = lock_turn(db, turn_id)
-        if turn.status != "queued":
-            return None
-        if blocking_turn(db, turn) is not None:
-            return None
-        claimed = changed(db, update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
-                          .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now()))
-        if claimed != 1:
-            return None
-        now = rt.now()
-        db.get_one(Session, turn.session_id).status = "active"
-        run = latest_run(db, turn_id)
-        if run is not None and run.status == "resuming":
-            run.status, run.started_at = "running", now
-        else:
-            run = Run(turn_id=turn_id, seq=1, status="running", started_at=now)
-            db.add(run)
-            turn.step_budget = rt.agent.max_steps
-            principal = turn.requested_by
-            add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
-            emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
-                 turn_id=turn_id, at=now)
-        db.flush()
-        emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
-        return run.id
-
-
 def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
         run = db.get_one(Run, run_id)
         if turn.status == "running" and run.status == "running":
             end_turn(rt, db, turn, run, "failed", error=error)
-
-
-class LeaseKeeper:
-    """Renews the running turn's lease so sweep() does not take it for a dead worker's."""
-
-    def __init__(self, rt: Runtime, turn_id: str, run_id: str) -> None:
-        self.rt, self.turn_id, self.run_id = rt, turn_id, run_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"lease-{turn_id}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.rt.lease_seconds / 3):
-            try:
-                with self.rt.transaction() as db:
-                    db.execute(update(Turn).where(Turn.id == self.turn_id, Turn.status == "running")
-                               .values(lease_until=self.rt.lease_until()))
-            except Exception:  # a missed renewal is retried; it must not kill the turn
-                log.warning("turn %s: lease renewal failed", self.turn_id, exc_info=True)
 
 
 class Driver:
@@ -444,31 +387,3 @@ class Driver:
 def limit_request_id(turn: Turn) -> str:
     """Deterministic per violation: an old limit prompt can never answer a newer one."""
     return f"limit-{turn.id}-{turn.steps}"
-
-
-def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
-    """Did the turn's person send a message while the model was thinking? Then the model reads it first."""
-    return db.execute(select(Message.id).where(
-        Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user").limit(1)).first() is not None
-
-
-def load_messages(db: DbSession, session_id: str) -> list[Message]:
-    return list(db.execute(select(Message).where(Message.session_id == session_id).order_by(Message.seq)).scalars())
-
-
-def model_view(instructions: str, messages: list[Message]) -> list[dict[str, Any]]:
-    """The transcript in OpenAI chat format; each call's result sits right after the message that made it."""
-    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
-    view: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
-    for message in messages:
-        if message.role == "tool":
-            continue
-        entry: dict[str, Any] = {"role": message.role, "content": message.content}
-        if message.tool_calls:
-            entry["tool_calls"] = message.tool_calls
-        view.append(entry)
-        for call in message.tool_calls or []:
-            result = results.get(call["id"])
-            if result is not None:
-                view.append({"role": "tool", "tool_call_id": call["id"], "content": result.content})
-    return view

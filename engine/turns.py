@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .events import emit
+from .db import changed
+from .events import add_message, emit
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, Turn
 
@@ -105,3 +106,35 @@ def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
     session.status = "idle"
     session.updated_at = rt.now()
     emit(db, session_id, "session.waiting", {"wait": "next-user-message"}, turn_id=None, at=rt.now())
+
+
+def claim(rt: Runtime, turn_id: str) -> str | None:
+    """Compare-and-set the turn from `queued` to `running` and open (or activate) its Run."""
+    with rt.transaction() as db:
+        if db.get(Turn, turn_id) is None:
+            return None
+        turn = lock_turn(db, turn_id)
+        if turn.status != "queued":
+            return None
+        if blocking_turn(db, turn) is not None:
+            return None
+        claimed = changed(db, update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
+                          .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now()))
+        if claimed != 1:
+            return None
+        now = rt.now()
+        db.get_one(Session, turn.session_id).status = "active"
+        run = latest_run(db, turn_id)
+        if run is not None and run.status == "resuming":
+            run.status, run.started_at = "running", now
+        else:
+            run = Run(turn_id=turn_id, seq=1, status="running", started_at=now)
+            db.add(run)
+            turn.step_budget = rt.agent.max_steps
+            principal = turn.requested_by
+            add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
+            emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
+                 turn_id=turn_id, at=now)
+        db.flush()
+        emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
+        return run.id

@@ -1,0 +1,38 @@
+"""The transcript the model reads: messages in OpenAI chat format, each call's result after its call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session as DbSession
+
+from .tables import Message, Turn
+
+
+def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
+    """Did the turn's person send a message while the model was thinking? Then the model reads it first."""
+    return db.execute(select(Message.id).where(
+        Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user").limit(1)).first() is not None
+
+
+def load_messages(db: DbSession, session_id: str) -> list[Message]:
+    return list(db.execute(select(Message).where(Message.session_id == session_id).order_by(Message.seq)).scalars())
+
+
+def model_view(instructions: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """The transcript in OpenAI chat format; each call's result sits right after the message that made it."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    view: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
+    for message in messages:
+        if message.role == "tool":
+            continue
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            entry["tool_calls"] = message.tool_calls
+        view.append(entry)
+        for call in message.tool_calls or []:
+            result = results.get(call["id"])
+            if result is not None:
+                view.append({"role": "tool", "tool_call_id": call["id"], "content": result.content})
+    return view
