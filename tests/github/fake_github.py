@@ -18,6 +18,8 @@ from typing import Any
 import responses
 from requests import PreparedRequest
 
+from tests.support.fake_http import send_json
+
 Answer = tuple[int, dict[str, str], Any]
 
 
@@ -139,13 +141,7 @@ class FakeGithubServer:
             def answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status, headers, data = fake.handle(self.command, self.path, self.headers.get("Authorization"), body)
-                payload = json.dumps(data).encode()
-                self.send_response(status)
-                for name, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, status, data, headers)
 
             do_GET = do_POST = do_PATCH = answer
 

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.support.fake_http import send_json
+
 TEAM = "T0TEST"
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
@@ -149,13 +151,7 @@ class FakeSlack:
         authorization = request.headers.get("Authorization") or ""
         token = authorization.removeprefix("Bearer ") or params.get("token")
         status, headers, answer = self.answer(method, token, params)
-        payload = json.dumps(answer).encode()
-        request.send_response(status)
-        for name, value in {**headers, "Content-Type": "application/json"}.items():
-            request.send_header(name, value)
-        request.send_header("Content-Length", str(len(payload)))
-        request.end_headers()
-        request.wfile.write(payload)
+        send_json(request, status, answer, headers)
 
     def answer(self, method: str, token: str | None, params: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         with self.lock:

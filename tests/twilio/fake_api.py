@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from tests.support.fake_http import send_json
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "twilio"
 MESSAGES = re.compile(r"^/2010-04-01/Accounts/(?P<account>AC\w+)/Messages\.json$")
 
@@ -113,12 +115,7 @@ class FakeTwilio:
                 scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
                 auth = base64.b64decode(token).decode() if scheme == "Basic" else ""
                 status, payload = fake.answer(self.path, auth, form)
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json(self, status, payload)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
