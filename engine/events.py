@@ -3,44 +3,67 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import Table, event, update
 from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 
 from .tables import Event, Message, Session
 
-
-def _bump(db: DbSession, session_id: str, column: Any) -> int:
-    # The UPDATE takes the session row's lock, so concurrent writers of one session get dense, ordered seqs.
-    return int(
-        db.execute(
-            update(Session).where(Session.id == session_id).values({column: column + 1}).returning(column)
-        ).scalar_one()
-    )
+PENDING = "hitl_unnumbered"
 
 
 def emit(
     db: DbSession, session_id: str, type: str, data: dict[str, Any], *, turn_id: str | None, at: datetime
 ) -> Event:
-    """Append one event to the session's stream."""
-    event = Event(
-        session_id=session_id, seq=_bump(db, session_id, Session.event_seq), type=type,
-        turn_id=turn_id, data=data, at=at,
-    )
-    db.add(event)
+    """Append one event to the session's stream (numbered when the transaction flushes)."""
+    event = Event(session_id=session_id, type=type, turn_id=turn_id, data=data, at=at)
+    _append(db, event)
     db.info.setdefault("event_sessions", set()).add(session_id)
     return event
 
 
 def add_message(db: DbSession, session_id: str, turn_id: str | None, role: str, **fields: Any) -> Message:
-    """Append one message to the transcript the model sees."""
-    message = Message(
-        session_id=session_id, turn_id=turn_id, seq=_bump(db, session_id, Session.message_seq), role=role,
-        **fields,
-    )
-    db.add(message)
+    """Append one message to the transcript the model sees (numbered when the transaction flushes)."""
+    message = Message(session_id=session_id, turn_id=turn_id, role=role, **fields)
+    _append(db, message)
     return message
+
+
+def _append(db: DbSession, row: Event | Message) -> None:
+    db.add(row)
+    db.info.setdefault(PENDING, []).append(row)
+
+
+@event.listens_for(DbSession, "before_flush")
+def _number(db: DbSession, _context: Any, _instances: Any) -> None:
+    """Give the events and messages about to be inserted their seqs, in the order they were appended: one
+    UPDATE per session reserves them all. The UPDATE takes the session row's lock, so concurrent writers of
+    one session get dense seqs that commit in order."""
+    rows: list[Event | Message] = db.info.pop(PENDING, [])
+    wanted: dict[str, list[int]] = {}
+    for row in rows:
+        wanted.setdefault(row.session_id, [0, 0])[isinstance(row, Message)] += 1
+    table = cast(Table, Session.__table__)
+    sessions = table.c
+    next_seq: dict[tuple[str, bool], int] = {}
+    for session_id, (events, messages) in wanted.items():
+        event_seq, message_seq = db.connection().execute(
+            update(table).where(sessions.id == session_id)
+            .values(event_seq=sessions.event_seq + events, message_seq=sessions.message_seq + messages)
+            .returning(sessions.event_seq, sessions.message_seq)
+        ).one()
+        loaded = db.identity_map.get(identity_key(Session, session_id))
+        if loaded is not None:  # keep a session object of this transaction in step with the row
+            set_committed_value(loaded, "event_seq", event_seq)
+            set_committed_value(loaded, "message_seq", message_seq)
+        next_seq[session_id, False] = event_seq - events + 1
+        next_seq[session_id, True] = message_seq - messages + 1
+    for row in rows:
+        key = (row.session_id, isinstance(row, Message))
+        row.seq, next_seq[key] = next_seq[key], next_seq[key] + 1
 
 
 def event_wire(event: Event) -> dict[str, Any]:

@@ -1,17 +1,25 @@
-"""The turn runner: the model/tool loop of DESIGN.md section 5, one Run at a time, parking on people."""
+"""The turn runner: the model/tool loop of DESIGN.md section 5, one Run at a time, parking on people.
+
+A Run alternates between bookkeeping and work. Bookkeeping (deciding calls, opening approvals, recording a
+result, parking, ending) happens inside one fenced transaction per step; work (running a tool, calling the
+model) happens between transactions, so no lock is held while it runs. A tool's `running` mark commits before
+the tool starts and its result commits before the model reads it.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session as DbSession
 
-from .agent import Approval, Park, ToolContext
+from .agent import Approval, Park, Tool, ToolContext
 from .events import add_message, emit
 from .lease import LeaseKeeper
+from .llm import ModelReply
 from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, expiry, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
@@ -19,10 +27,12 @@ from .runtime import Runtime
 from .tables import ApprovalGrant, InputRequest, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash, reject_call
 from .transcript import load_messages, model_view, steered_since
-from .turns import claim, end_turn, latest_run, lock_turn, pending_requests
+from .turns import claim, end_turn, lock_turn, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
+
+LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
 
 
 class LeaseLost(Exception):
@@ -38,13 +48,14 @@ def session_info(session: Session) -> SessionInfo:
 
 def run_turn(rt: Runtime, turn_id: str) -> None:
     """Job body: claim the turn, drive it until it parks or ends. Safe to call twice."""
-    run_id = claim(rt, turn_id)
-    if run_id is None:
+    claimed = claim(rt, turn_id)
+    if claimed is None:
         return
+    run_id, session_id = claimed
     keeper = LeaseKeeper(rt, turn_id, run_id)
     keeper.start()
     try:
-        Driver(rt, turn_id, run_id).drive()
+        Driver(rt, turn_id, run_id, session_id).drive()
     except LeaseLost:
         log.info("turn %s: no longer ours (cancelled, or presumed dead and recovered)", turn_id)
     except Exception as exc:
@@ -62,65 +73,132 @@ def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
             end_turn(rt, db, turn, run, "failed", error=error)
 
 
-class Driver:
-    """Drives one Run of a turn. Every write checks the run still owns the turn (fencing)."""
+@dataclass(frozen=True)
+class RunTool:
+    """Work: run an approved call (already marked `running`)."""
 
-    def __init__(self, rt: Runtime, turn_id: str, run_id: str) -> None:
-        self.rt, self.turn_id, self.run_id = rt, turn_id, run_id
+    call_id: str
+    tool: Tool
+    data: dict[str, Any]
+    expected_hash: str
+    ctx: ToolContext
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Work: ask the model for the next step; `seen` is the last transcript seq it reads."""
+
+    messages: list[dict[str, Any]]
+    seen: int
+
+
+@dataclass(frozen=True)
+class ToolDone:
+    call_id: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+    parked: bool = False
+    """The tool asked a person (`ctx.ask()`) and waits for the answer."""
+
+
+@dataclass(frozen=True)
+class ModelDone:
+    reply: ModelReply
+    seen: int
+
+
+Work = RunTool | CallModel
+Done = ToolDone | ModelDone
+
+
+class Driver:
+    """Drives one Run of a turn. Every transaction first checks the run still owns the turn (fencing)."""
+
+    def __init__(self, rt: Runtime, turn_id: str, run_id: str, session_id: str) -> None:
+        self.rt, self.turn_id, self.run_id, self.session_id = rt, turn_id, run_id, session_id
         self.agent = rt.agent
+        self.batch: list[str] | None = None
+        """The approved calls this pass over the open calls still has to run; None between passes."""
+        self.ran = False
+        """Whether this pass started a call."""
 
     def fenced(self, db: DbSession) -> Turn:
-        turn = lock_turn(db, self.turn_id)
-        run = latest_run(db, self.turn_id)
-        if turn.status != "running" or run is None or run.id != self.run_id:
+        """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
+        turn = lock_turn(db, self.turn_id, self.session_id)
+        latest = db.execute(select(LATEST_RUN.label("run")).select_from(Turn).where(Turn.id == self.turn_id))
+        if turn.status != "running" or latest.scalar_one() != self.run_id:
             raise LeaseLost(self.turn_id)
         return turn
 
     def drive(self) -> None:
+        done: Done | None = None
         while True:
-            calls = self.open_calls()
-            if calls:
-                if self.work_on_calls(calls):
-                    return
-            elif self.next_step():
+            with self.rt.transaction() as db:
+                turn = self.fenced(db)
+                work = self.record(db, turn, done) if done is not None else self.next_work(db, turn)
+            if work is None:
                 return
+            done = self.run_tool(work) if isinstance(work, RunTool) else self.call_model(work)
 
-    def open_calls(self) -> list[ToolCall]:
-        with self.rt.db.read() as db:
-            return list(db.execute(
-                select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
-                .order_by(ToolCall.step, ToolCall.position)
-            ).scalars())
+    def record(self, db: DbSession, turn: Turn, done: Done) -> Work | None:
+        """Write what the last piece of work produced, then decide the next, in the same transaction."""
+        if isinstance(done, ModelDone):
+            return self.record_reply(db, turn, done)
+        call = db.get_one(ToolCall, done.call_id)
+        if done.parked:
+            call.status, call.updated_at = "awaiting_input", self.rt.now()
+        else:
+            finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
+                        done.error)
+        return self.next_work(db, turn)
+
+    def next_work(self, db: DbSession, turn: Turn) -> Work | None:
+        """The next tool to run or model call to make; None when the turn parked or ended."""
+        while True:
+            if self.batch:
+                work = self.start_call(db, turn, self.batch.pop(0))
+                if work is not None:
+                    self.ran = True
+                    return work
+                continue
+            idle = False
+            if self.batch is not None:  # the pass is over
+                self.batch = None
+                self.open_approvals(db, turn)  # those that waited for a workflow tool of their step
+                if self.park_if_waiting(db, turn):
+                    return None
+                idle = not self.ran
+            calls = self.open_calls(db)
+            if not calls:
+                return self.next_step(db, turn)
+            if idle:
+                raise RuntimeError("the turn has open tool calls but none to run and nothing to wait for")
+            self.start_pass(db, turn, calls)
+
+    def open_calls(self, db: DbSession) -> list[ToolCall]:
+        return list(db.execute(
+            select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
+            .order_by(ToolCall.step, ToolCall.position)
+        ).scalars())
 
     # -- tool calls -------------------------------------------------------------------------------
 
-    def work_on_calls(self, calls: list[ToolCall]) -> bool:
-        """Decide new calls, run the ready ones, open approvals, then park if anything waits. True when parked."""
+    def start_pass(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
+        """Decide new calls, recover interrupted ones, open approvals, and line up the approved calls."""
         undecided = [c for c in calls if c.status == "proposed" and c.verdict is None]
         if undecided:
-            self.decide(undecided)
-        if any(c.status == "unknown" for c in calls):
-            self.recover([c for c in calls if c.status == "unknown"])
-        self.reopen_answered_asks()
-        self.open_approvals()
-        for call_id in self.calls_in("approved"):
-            self.execute(call_id)
-        self.open_approvals()  # those that waited for a workflow tool of their step
-        return self.park_if_waiting()
+            self.decide(db, turn, undecided)
+        unknown = [c for c in calls if c.status == "unknown"]
+        if unknown:
+            self.recover(db, turn, unknown)
+        self.reopen_answered_asks(db, calls)
+        self.open_approvals(db, turn)
+        self.batch = [c.call_id for c in calls if c.status == "approved"]
+        self.ran = False
 
-    def calls_in(self, status: str) -> list[str]:
-        with self.rt.db.read() as db:
-            return list(db.execute(
-                select(ToolCall.call_id).where(ToolCall.turn_id == self.turn_id, ToolCall.status == status)
-                .order_by(ToolCall.step, ToolCall.position)
-            ).scalars())
-
-    def decide(self, calls: list[ToolCall]) -> None:
-        with self.rt.db.read() as db:
-            turn = db.get_one(Turn, self.turn_id)
-            info = session_info(db.get_one(Session, turn.session_id))
-            visible = self.visible_grants(db, turn.session_id)
-        verdicts: dict[str, Verdict] = {}
+    def decide(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
+        info = session_info(db.get_one(Session, turn.session_id))
+        visible = self.visible_grants(db, turn.session_id)
         for call in calls:
             tool = self.agent.tools[call.tool]
             ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input,
@@ -133,8 +211,7 @@ class Driver:
                 verdict = Verdict("user-approval", f"request policy error: {exc}")
             if verdict.decision == "user-approval":
                 visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval waits
-            verdicts[call.call_id] = verdict
-        self.record_verdicts(verdicts)
+            self.record_verdict(db, turn, call, verdict)
 
     def visible_grants(self, db: DbSession, session_id: str) -> set[str]:
         granted = set(db.execute(
@@ -152,45 +229,41 @@ class Driver:
             granted.discard(tool.approval_key if tool else tool_name)
         return granted
 
-    def record_verdicts(self, verdicts: dict[str, Verdict]) -> None:
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            for call_id, verdict in verdicts.items():
-                call = db.get_one(ToolCall, call_id)
-                call.updated_at = self.rt.now()
-                if verdict.decision in ("not-applicable", "approved"):
-                    call.status = "approved"
-                    if verdict.decision == "approved":
-                        call.responder = APP_PRINCIPAL.wire() | {"attributes": {"reason": verdict.reason}}
-                elif verdict.decision == "denied":
-                    note = f"Denied by policy: {verdict.reason}" if verdict.reason else "Denied by policy"
-                    reject_call(self.rt, db, call, note, turn.session_id)
-                else:
-                    call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
+    def record_verdict(self, db: DbSession, turn: Turn, call: ToolCall, verdict: Verdict) -> None:
+        call.updated_at = self.rt.now()
+        if verdict.decision in ("not-applicable", "approved"):
+            call.status = "approved"
+            if verdict.decision == "approved":
+                call.responder = APP_PRINCIPAL.wire() | {"attributes": {"reason": verdict.reason}}
+        elif verdict.decision == "denied":
+            note = f"Denied by policy: {verdict.reason}" if verdict.reason else "Denied by policy"
+            reject_call(self.rt, db, call, note, turn.session_id)
+        else:
+            call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
 
-    def open_approvals(self) -> None:
+    def open_approvals(self, db: DbSession, turn: Turn) -> None:
         """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later."""
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            calls = db.execute(
-                select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status == "proposed",
-                                       ToolCall.verdict.is_not(None))
-                .order_by(ToolCall.step, ToolCall.position)
-            ).scalars().all()
-            unfinished = db.execute(select(ToolCall.step, ToolCall.tool, ToolCall.status).where(
-                ToolCall.turn_id == self.turn_id, ToolCall.status.in_(["awaiting_input", "approved", "running"])
-            )).all()
-            asking = {step for step, name, status in unfinished  # a tool with a ctx may still ctx.ask()
-                      if status == "awaiting_input" or self.agent.tools[name].takes_context}
-            now, opened = self.rt.now(), []
-            for call in calls:
-                if call.step in asking:
-                    continue
-                tool = self.agent.tools[call.tool]
-                expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
-                opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
-                                            requested_by=turn.requested_by, now=now, expires_at=expires_at))
-            self.announce(db, turn, opened)
+        calls = db.execute(
+            select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status == "proposed",
+                                   ToolCall.verdict.is_not(None))
+            .order_by(ToolCall.step, ToolCall.position)
+        ).scalars().all()
+        if not calls:
+            return
+        unfinished = db.execute(select(ToolCall.step, ToolCall.tool, ToolCall.status).where(
+            ToolCall.turn_id == self.turn_id, ToolCall.status.in_(["awaiting_input", "approved", "running"])
+        )).all()
+        asking = {step for step, name, status in unfinished  # a tool with a ctx may still ctx.ask()
+                  if status == "awaiting_input" or self.agent.tools[name].takes_context}
+        now, opened = self.rt.now(), []
+        for call in calls:
+            if call.step in asking:
+                continue
+            tool = self.agent.tools[call.tool]
+            expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
+            opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
+                                        requested_by=turn.requested_by, now=now, expires_at=expires_at))
+        self.announce(db, turn, opened)
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
         if opened:
@@ -198,79 +271,64 @@ class Driver:
             emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
                  turn_id=turn.id, at=self.rt.now())
 
-    def reopen_answered_asks(self) -> None:
+    def reopen_answered_asks(self, db: DbSession, calls: list[ToolCall]) -> None:
         """A workflow call whose questions are all answered runs again from the top."""
-        with self.rt.transaction() as db:
-            self.fenced(db)
-            waiting = db.execute(select(ToolCall).where(
-                ToolCall.turn_id == self.turn_id, ToolCall.status == "awaiting_input")).scalars().all()
-            for call in waiting:
-                open_asks = db.execute(select(func.count()).select_from(InputRequest).where(
-                    InputRequest.call_id == call.call_id, InputRequest.status == "pending")).scalar_one()
-                if not open_asks:
-                    call.status = "approved"
+        for call in calls:
+            if call.status != "awaiting_input":
+                continue
+            open_asks = db.execute(select(func.count()).select_from(InputRequest).where(
+                InputRequest.call_id == call.call_id, InputRequest.status == "pending")).scalar_one()
+            if not open_asks:
+                call.status = "approved"
 
-    def recover(self, calls: list[ToolCall]) -> None:
+    def recover(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
         """DESIGN.md rule 12: a call whose worker died while it ran."""
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            now, opened = self.rt.now(), []
-            for stale in calls:
-                call = db.get_one(ToolCall, stale.call_id)
-                tool = self.agent.tools[call.tool]
-                call.updated_at = now
-                if tool.idempotent:
-                    call.status = "approved"
-                elif tool.needs_approval:
-                    opened.append(open_approval(
-                        db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
-                        now=now, prompt=f"Approve {tool.title} again? An earlier attempt was interrupted "
-                        "and may have partly run.",
-                    ))
-                else:
-                    finish_call(self.rt, db, call, turn.session_id, "failed", None, {
-                        "code": "TOOL_INTERRUPTED",
-                        "message": f"The worker running {call.tool} stopped; the call may have partly run "
-                        "and was not retried.",
-                    })
-            self.announce(db, turn, opened)
+        now, opened = self.rt.now(), []
+        for call in calls:
+            tool = self.agent.tools[call.tool]
+            call.updated_at = now
+            if tool.idempotent:
+                call.status = "approved"
+            elif tool.needs_approval:
+                opened.append(open_approval(
+                    db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
+                    now=now, prompt=f"Approve {tool.title} again? An earlier attempt was interrupted "
+                    "and may have partly run.",
+                ))
+            else:
+                finish_call(self.rt, db, call, turn.session_id, "failed", None, {
+                    "code": "TOOL_INTERRUPTED",
+                    "message": f"The worker running {call.tool} stopped; the call may have partly run "
+                    "and was not retried.",
+                })
+        self.announce(db, turn, opened)
 
-    def execute(self, call_id: str) -> None:
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            call = db.get_one(ToolCall, call_id)
-            if call.status != "approved":
-                return
-            if call.attempts == 0 or call.interrupted:
-                emit(db, turn.session_id, "action.called",
-                     {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
-                     at=self.rt.now())
-            call.status, call.attempts, call.run_id = "running", call.attempts + 1, self.run_id
-            call.updated_at = self.rt.now()
-            ctx = self.tool_context(db, turn, call)
-            tool, data, expected_hash = self.agent.tools[call.tool], dict(call.input), call.input_hash
-        output, error = None, None
-        if input_hash(data) != expected_hash:
-            error = {"code": "INPUT_CHANGED", "message": "the call's input differs from what was approved"}
-        else:
-            try:
-                output = tool.invoke(ctx, data)
-                json.dumps(output)
-            except Park:
-                self.await_input(call_id)
-                return
-            except Exception as exc:
-                error = {"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"}
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            call = db.get_one(ToolCall, call_id)
-            finish_call(self.rt, db, call, turn.session_id, "failed" if error else "completed", output, error)
+    def start_call(self, db: DbSession, turn: Turn, call_id: str) -> RunTool | None:
+        """Mark an approved call `running` (committed before the tool starts); None if it is no longer approved."""
+        call = db.get_one(ToolCall, call_id)
+        if call.status != "approved":
+            return None
+        if call.attempts == 0 or call.interrupted:
+            emit(db, turn.session_id, "action.called",
+                 {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
+                 at=self.rt.now())
+        call.status, call.attempts, call.run_id = "running", call.attempts + 1, self.run_id
+        call.updated_at = self.rt.now()
+        return RunTool(call.call_id, self.agent.tools[call.tool], dict(call.input), call.input_hash,
+                       self.tool_context(db, turn, call))
 
-    def await_input(self, call_id: str) -> None:
-        with self.rt.transaction() as db:
-            self.fenced(db)
-            call = db.get_one(ToolCall, call_id)
-            call.status, call.updated_at = "awaiting_input", self.rt.now()
+    def run_tool(self, work: RunTool) -> ToolDone:
+        if input_hash(work.data) != work.expected_hash:
+            return ToolDone(work.call_id, error={"code": "INPUT_CHANGED",
+                                                 "message": "the call's input differs from what was approved"})
+        try:
+            output = work.tool.invoke(work.ctx, work.data)
+            json.dumps(output)
+        except Park:
+            return ToolDone(work.call_id, parked=True)
+        except Exception as exc:
+            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"})
+        return ToolDone(work.call_id, output=output)
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
@@ -290,84 +348,65 @@ class Driver:
             workflow=CallWorkflow(self.rt, call.call_id, self.fenced),
         )
 
-    def park_if_waiting(self) -> bool:
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            if not pending_requests(db, self.turn_id):
-                return False
-            now = self.rt.now()
-            run = db.get_one(Run, self.run_id)
-            run.status, run.ended_at = "interrupted", now
-            turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
-            emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
-            return True
+    def park_if_waiting(self, db: DbSession, turn: Turn) -> bool:
+        if not pending_requests(db, self.turn_id):
+            return False
+        now = self.rt.now()
+        run = db.get_one(Run, self.run_id)
+        run.status, run.ended_at = "interrupted", now
+        turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
+        emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
+        return True
 
     # -- the model ----------------------------------------------------------------------------------
 
-    def next_step(self) -> bool:
-        """Call the model unless the step budget is spent (then ask to continue). True when parked or ended."""
-        with self.rt.db.read() as db:
-            turn = db.get_one(Turn, self.turn_id)
-            over_budget = turn.step_budget is not None and turn.steps >= turn.step_budget
-            limit = db.get(InputRequest, limit_request_id(turn)) if over_budget else None
-        if not over_budget:
-            return self.call_model()
-        if limit is not None and limit.status == "resolved":
-            self.stop()  # a `continue` raised the budget; anything else ends the turn
-            return True
-        self.ask_to_continue()
-        return self.park_if_waiting()
-
-    def ask_to_continue(self) -> None:
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            request_id = limit_request_id(turn)
-            if db.get(InputRequest, request_id) is not None:
-                return
+    def next_step(self, db: DbSession, turn: Turn) -> CallModel | None:
+        """The model's next step, unless the step budget is spent (then ask to continue, or stop)."""
+        if turn.step_budget is None or turn.steps < turn.step_budget:
+            messages = load_messages(db, turn.session_id)
+            return CallModel(model_view(self.agent.instructions, messages), messages[-1].seq if messages else 0)
+        limit = db.get(InputRequest, limit_request_id(turn))
+        if limit is not None and limit.status == "resolved":  # a `continue` raised the budget; anything else stops
+            end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "cancelled")
+            return None
+        if limit is None:
             request = open_request(
                 db, session_id=turn.session_id, turn_id=turn.id, run_id=self.run_id, kind="session-limit",
                 prompt=f"The agent has taken {turn.steps} steps on this request. Let it continue?",
                 options=[CONTINUE, STOP], allow_freeform=False, display="confirmation",
-                requested_by=turn.requested_by, now=self.rt.now(), request_id=request_id,
+                requested_by=turn.requested_by, now=self.rt.now(), request_id=limit_request_id(turn),
             )
             self.announce(db, turn, [request])
+        if not self.park_if_waiting(db, turn):
+            raise RuntimeError("the step-limit prompt is neither pending nor resolved")
+        return None
 
-    def stop(self) -> None:
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "cancelled")
+    def call_model(self, work: CallModel) -> ModelDone:
+        return ModelDone(self.agent.model.complete(work.messages, self.agent.tool_specs()), work.seen)
 
-    def call_model(self) -> bool:
-        """Ask the model for its next step; True when the turn ended."""
-        with self.rt.db.read() as db:
-            turn = db.get_one(Turn, self.turn_id)
-            messages = load_messages(db, turn.session_id)
-        seen = messages[-1].seq if messages else 0
-        reply = self.agent.model.complete(model_view(self.agent.instructions, messages), self.agent.tool_specs())
-        with self.rt.transaction() as db:
-            turn = self.fenced(db)
-            now = self.rt.now()
-            turn.steps += 1
-            calls = [
-                ToolCall(call_id=new_id("call"), turn_id=turn.id, run_id=self.run_id, step=turn.steps,
-                         position=position, tool=request.name, input=dict(request.input),
-                         input_hash=input_hash(dict(request.input)), status="proposed", created_at=now,
-                         updated_at=now)
-                for position, request in enumerate(reply.tool_calls)
-            ]
-            wire_calls = [{"id": c.call_id, "type": "function",
-                           "function": {"name": c.tool, "arguments": json.dumps(c.input)}} for c in calls]
-            add_message(db, turn.session_id, turn.id, "assistant", content=reply.text,
-                        tool_calls=wire_calls or None)
-            if reply.text:
-                emit(db, turn.session_id, "assistant.message", {"text": reply.text}, turn_id=turn.id, at=now)
-            for call in calls:
-                db.add(call)
-                self.reject_unusable(db, turn, call)
-            if calls or steered_since(db, turn, seen):
-                return False
-            end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "completed", result=reply.text)
-            return True
+    def record_reply(self, db: DbSession, turn: Turn, done: ModelDone) -> Work | None:
+        """Store the model's step; end the turn when it made no call and nobody steered meanwhile."""
+        now, reply = self.rt.now(), done.reply
+        turn.steps += 1
+        calls = [
+            ToolCall(call_id=new_id("call"), turn_id=turn.id, run_id=self.run_id, step=turn.steps,
+                     position=position, tool=request.name, input=dict(request.input),
+                     input_hash=input_hash(dict(request.input)), status="proposed", created_at=now,
+                     updated_at=now)
+            for position, request in enumerate(reply.tool_calls)
+        ]
+        wire_calls = [{"id": c.call_id, "type": "function",
+                       "function": {"name": c.tool, "arguments": json.dumps(c.input)}} for c in calls]
+        add_message(db, turn.session_id, turn.id, "assistant", content=reply.text, tool_calls=wire_calls or None)
+        if reply.text:
+            emit(db, turn.session_id, "assistant.message", {"text": reply.text}, turn_id=turn.id, at=now)
+        for call in calls:
+            db.add(call)
+            self.reject_unusable(db, turn, call)
+        if calls or steered_since(db, turn, done.seen):
+            return self.next_work(db, turn)
+        end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "completed", result=reply.text)
+        return None
 
     def reject_unusable(self, db: DbSession, turn: Turn, call: ToolCall) -> None:
         """A call to a tool that does not exist, or with input that does not fit, fails at once."""

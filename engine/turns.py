@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session as DbSession
 
-from .db import changed
 from .events import add_message, emit
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, Turn
@@ -22,14 +21,16 @@ def active_turn(db: DbSession, session_id: str) -> Turn | None:
     ).scalar_one_or_none()
 
 
-def lock_turn(db: DbSession, turn_id: str) -> Turn:
+def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Turn:
     """Load a turn with its row locked (PostgreSQL; SQLite already holds the database write lock).
 
     Locks are always taken session row first, then turn row: appending an event locks the session row
     too, so every transaction that holds a turn and emits takes them in the same order (no deadlock).
+    Pass the turn's `session_id` when it is known, to save a query.
     """
-    session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one()
-    db.execute(select(Session.id).where(Session.id == session_id).with_for_update())
+    if session_id is None:
+        session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one()
+    db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one()
     return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
 
 
@@ -108,21 +109,18 @@ def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
     emit(db, session_id, "session.waiting", {"wait": "next-user-message"}, turn_id=None, at=rt.now())
 
 
-def claim(rt: Runtime, turn_id: str) -> str | None:
-    """Compare-and-set the turn from `queued` to `running` and open (or activate) its Run."""
+def claim(rt: Runtime, turn_id: str) -> tuple[str, str] | None:
+    """Move the turn from `queued` to `running` under its lock and open (or activate) its Run; returns the
+    run's id and the turn's session id, or None when the turn is not this job's to run."""
     with rt.transaction() as db:
-        if db.get(Turn, turn_id) is None:
+        session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one_or_none()
+        if session_id is None:
             return None
-        turn = lock_turn(db, turn_id)
-        if turn.status != "queued":
-            return None
-        if blocking_turn(db, turn) is not None:
-            return None
-        claimed = changed(db, update(Turn).where(Turn.id == turn_id, Turn.status == "queued")
-                          .values(status="running", lease_until=rt.lease_until(), updated_at=rt.now()))
-        if claimed != 1:
+        turn = lock_turn(db, turn_id, session_id)
+        if turn.status != "queued" or blocking_turn(db, turn) is not None:
             return None
         now = rt.now()
+        turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
         db.get_one(Session, turn.session_id).status = "active"
         run = latest_run(db, turn_id)
         if run is not None and run.status == "resuming":
@@ -137,4 +135,4 @@ def claim(rt: Runtime, turn_id: str) -> str | None:
                  turn_id=turn_id, at=now)
         db.flush()
         emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
-        return run.id
+        return run.id, session_id
