@@ -33,15 +33,15 @@ class HeldExecutor:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.held: list[tuple[Runtime, str, list[Any], str]] = []
+        self.held: list[tuple[Runtime, str, list[Any], str, int]] = []
 
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
-        self.held.append((runtime, job, args, job_id))
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        self.held.append((runtime, job, args, job_id, outbox_id))
 
     def release(self) -> None:
         held, self.held = self.held, []
-        for runtime, job, args, job_id in held:
-            self.inner.submit(runtime, job, args, job_id)
+        for runtime, job, args, job_id, outbox_id in held:
+            self.inner.submit(runtime, job, args, job_id, outbox_id)
 
 
 def run(bench: Bench) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 LEASE_SECONDS = 30
 """How long a runner owns a turn without renewing its lease."""
 
-SWEEP_OUTBOX_AFTER_SECONDS = 5
-"""An outbox row this old and not yet enqueued is pushed again by sweep()."""
+SWEEP_OUTBOX_AFTER_SECONDS = 30
+"""An outbox row whose job has not started this long after its push is pushed again by sweep()."""
 
 SWEEP_QUEUED_TURN_AFTER_SECONDS = 30
 """A queued turn untouched for this long is enqueued again by sweep()."""

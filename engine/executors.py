@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import defaults
-from .jobs import IMPLEMENTATIONS
+from .jobs import perform
 from .runtime import ExecutorUnavailable, Runtime
 
 log = logging.getLogger(__name__)
@@ -22,14 +22,14 @@ class InlineExecutor:
         self._pending = 0
         self._idle = threading.Condition()
 
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         with self._idle:
             self._pending += 1
-        self._pool.submit(self._run, runtime, job, args, job_id)
+        self._pool.submit(self._run, runtime, job, args, job_id, outbox_id)
 
-    def _run(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+    def _run(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         try:
-            IMPLEMENTATIONS[job](runtime, *args)
+            perform(runtime, job, outbox_id, args)
         except Exception:
             log.exception("job %s failed", job_id)
         finally:
@@ -56,15 +56,15 @@ class RQExecutor:
         self.redis = Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=5)
         self.queue = Queue(queue_name, connection=self.redis)
 
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         """Enqueue by name; the worker's own runtime (engine.runtime.current()) runs it."""
         from redis.exceptions import RedisError
         from rq import Retry
 
         try:
             self.queue.enqueue_call(
-                f"engine.jobs.{job}", args=tuple(args), job_id=job_id, result_ttl=0, failure_ttl=7 * 24 * 3600,
-                retry=Retry(max=3, interval=[1, 5, 30]),
+                "engine.jobs.run", args=(job, outbox_id, *args), job_id=job_id, result_ttl=0,
+                failure_ttl=7 * 24 * 3600, retry=Retry(max=3, interval=[1, 5, 30]),
             )
         except RedisError as exc:
             raise ExecutorUnavailable(str(exc)) from exc

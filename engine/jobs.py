@@ -1,4 +1,4 @@
-"""Jobs: top-level functions taking ids only, each safe to run twice (RQ delivers at least once)."""
+"""Jobs: functions taking ids only, each safe to run twice (RQ delivers at least once)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import delivery, inbound, recovery, runner
-from .runtime import current
-
-
-def run_turn(turn_id: str) -> None:
-    runner.run_turn(current(), turn_id)
-
-
-def deliver(session_id: str) -> None:
-    delivery.deliver(current(), session_id)
-
-
-def process_inbound(inbound_id: int) -> None:
-    inbound.process_inbound(current(), inbound_id)
-
-
-def sweep() -> None:
-    recovery.sweep(current())
-
+from .runtime import Runtime, current
 
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "run_turn": runner.run_turn,
@@ -31,4 +14,15 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "process_inbound": inbound.process_inbound,
     "sweep": recovery.sweep,
 }
-"""Job name -> body taking the runtime first; the in-process executor calls these directly."""
+"""Job name -> body taking the runtime first."""
+
+
+def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
+    """Run the job of outbox row `outbox_id` (both executors come here)."""
+    with rt.running_job(outbox_id):
+        IMPLEMENTATIONS[job](rt, *args)
+
+
+def run(job: str, outbox_id: int, *args: Any) -> None:
+    """RQ's entry point: the worker's own runtime runs the job."""
+    perform(current(), job, outbox_id, list(args))

@@ -131,15 +131,20 @@ def redeliver(rt: Runtime) -> int:
 
 
 def push_outbox(rt: Runtime) -> int:
-    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
-    with rt.db.read() as db:
+    """Push again the outbox rows whose job has not started a while after its push (the push was lost, or the
+    queue is that far behind: a job runs twice safely), and give them that while again."""
+    now = rt.now()
+    cutoff = now - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    with rt.transaction() as db:
         rows = [
             (row.id, row.job, list(row.args))
             for row in db.execute(
-                select(Outbox).where(Outbox.enqueued_at.is_(None), Outbox.available_at <= cutoff)
-                .order_by(Outbox.id).limit(500)
+                select(Outbox).where(Outbox.available_at <= cutoff)
+                .order_by(Outbox.id).limit(500).with_for_update(skip_locked=True)
             ).scalars()
         ]
+        if rows:
+            db.execute(update(Outbox).where(Outbox.id.in_([r[0] for r in rows])).values(available_at=now))
     if rows:
         rt.push(rows)
     return len(rows)

@@ -6,10 +6,11 @@ import logging
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from . import defaults
@@ -27,7 +28,12 @@ class ExecutorUnavailable(Exception):
 
 
 class Executor(Protocol):
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None: ...
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        """Run `job(*args)` later; the job must run inside `running_job(outbox_id)`."""
+
+
+_job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
+"""The outbox row of the job this thread runs, until a transaction of the job deletes it."""
 
 
 class Runtime:
@@ -60,14 +66,34 @@ class Runtime:
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits."""
+        """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits. The
+        first transaction a job commits also deletes the job's outbox row: the hand-off is done."""
+        job_row = _job_row.get()
         with self.db.write() as session:
             yield session
             self._deliver_events(session)
+            if job_row is not None:
+                session.execute(delete(Outbox).where(Outbox.id == job_row))
             session.flush()
             rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
+        if job_row is not None:
+            _job_row.set(None)
         if rows:
             self.push(rows)
+
+    @contextmanager
+    def running_job(self, outbox_id: int) -> Iterator[None]:
+        """Run a job of outbox row `outbox_id` in this thread: the job's first committed transaction deletes
+        the row, or, if it commits none, a transaction of its own when it ends (whether it succeeded or not:
+        RQ retries a failed job; sweep() must not push it again)."""
+        token = _job_row.set(outbox_id)
+        try:
+            yield
+        finally:
+            if _job_row.get() is not None:
+                with self.transaction():
+                    pass
+            _job_row.reset(token)
 
     def _deliver_events(self, session: Session) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
@@ -91,19 +117,15 @@ class Runtime:
         session.info.setdefault("outbox", []).append(row)
 
     def push(self, rows: list[tuple[int, str, list[Any]]]) -> None:
-        """Hand committed outbox rows to the executor; what cannot be handed over waits for sweep()."""
-        pushed = []
+        """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes
+        again the rows whose job has not started in a while (a lost push)."""
         for row_id, job, args in rows:
             try:
                 # unique per push: RQ keeps job ids across a whole Redis, which several deployments may share
-                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}-{secrets.token_hex(4)}")
+                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}-{secrets.token_hex(4)}",
+                                     outbox_id=row_id)
             except ExecutorUnavailable:
                 log.warning("executor unavailable; outbox row %s waits for sweep()", row_id, exc_info=True)
-                continue
-            pushed.append(row_id)
-        if pushed:
-            with self.db.write() as session:
-                session.execute(update(Outbox).where(Outbox.id.in_(pushed)).values(enqueued_at=self.now()))
 
 
 _current: Runtime | None = None

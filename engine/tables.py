@@ -264,10 +264,7 @@ class Outbox(Base):
     job: Mapped[str] = mapped_column(String(64))
     args: Mapped[list[Any]] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    available_at: Mapped[datetime] = mapped_column(default=utcnow)
-    enqueued_at: Mapped[datetime | None] = mapped_column()
-
-    __table_args__ = (Index("ix_outbox_enqueued_at_available_at", "enqueued_at", "available_at"),)
+    available_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
 
 
 class Post(Base):

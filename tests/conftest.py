@@ -58,7 +58,7 @@ class Stack:
         return client
 
     def settle(self, timeout: float = 60.0) -> None:
-        """Wait until no job is left: no turn running or ready to run, no outbox row unpushed."""
+        """Wait until no job is left: no turn running or ready to run, no outbox row whose job has not started."""
         if isinstance(self.rt.executor, InlineExecutor):
             assert self.rt.executor.join(timeout), "in-process jobs did not finish"
             return
@@ -68,17 +68,17 @@ class Stack:
                 return
             time.sleep(0.05)
         with self.rt.db.read() as db:
-            unpushed = db.execute(select(Outbox.job, Outbox.args).where(Outbox.enqueued_at.is_(None))).all()
+            unstarted = db.execute(select(Outbox.job, Outbox.args)).all()
             busy = db.execute(select(Turn.id, Turn.status).where(Turn.status.in_(["queued", "running"]))).all()
-        raise AssertionError(f"the worker did not finish within {timeout}s: unpushed outbox rows {unpushed}, "
-                             f"turns still queued or running {busy}")
+        raise AssertionError(f"the worker did not finish within {timeout}s: outbox rows whose job has not started "
+                             f"{unstarted}, turns still queued or running {busy}")
 
     def quiet(self) -> bool:
         queue = self.rt.executor.queue  # type: ignore[attr-defined]
         if queue.count or queue.started_job_registry.count:
             return False  # a job waits or runs
         with self.rt.db.read() as db:
-            if db.execute(select(Outbox.id).where(Outbox.enqueued_at.is_(None)).limit(1)).first():
+            if db.execute(select(Outbox.id).limit(1)).first():
                 return False
             if db.execute(select(Inbound.id).where(Inbound.processed_at.is_(None), Inbound.item.is_not(None))
                           .limit(1)).first():

@@ -63,7 +63,7 @@ def ran(tool: str) -> list[dict[str, Any]]:
 class LostJobs:
     """An executor whose queue loses every job it is given (Redis flushed after the push)."""
 
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str) -> None:
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         pass
 
 
