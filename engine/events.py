@@ -13,14 +13,16 @@ from sqlalchemy.orm.util import identity_key
 from .tables import Event, Message, Session
 
 PENDING = "hitl_unnumbered"
+UNSENT = "hitl_unsent_events"
 
 
 def emit(
     db: DbSession, session_id: str, type: str, data: dict[str, Any], *, turn_id: str | None, at: datetime
 ) -> Event:
-    """Append one event to the session's stream (numbered when the transaction flushes)."""
+    """Append one event to the session's stream. Nothing in a transaction reads back the events it wrote, so
+    they are inserted, and numbered, together when it commits."""
     event = Event(session_id=session_id, type=type, turn_id=turn_id, data=data, at=at)
-    _append(db, event)
+    db.info.setdefault(UNSENT, []).append(event)
     db.info.setdefault("event_sessions", set()).add(session_id)
     return event
 
@@ -35,6 +37,19 @@ def add_message(db: DbSession, session_id: str, turn_id: str | None, role: str, 
 def _append(db: DbSession, row: Event | Message) -> None:
     db.add(row)
     db.info.setdefault(PENDING, []).append(row)
+
+
+@event.listens_for(DbSession, "before_commit")
+def _send(db: DbSession) -> None:
+    """The transaction's events join its last flush (the commit's own)."""
+    for row in db.info.pop(UNSENT, []):
+        _append(db, row)
+
+
+@event.listens_for(DbSession, "after_rollback")
+def _drop(db: DbSession) -> None:
+    db.info.pop(UNSENT, None)
+    db.info.pop(PENDING, None)
 
 
 @event.listens_for(DbSession, "before_flush")

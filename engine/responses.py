@@ -119,7 +119,7 @@ def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseR
     verdict, reason = judge(rt, policy, context)
     with rt.transaction() as db:
         request = db.get_one(InputRequest, request_id)
-        turn = lock_turn(db, request.turn_id)
+        turn = lock_turn(db, request.turn_id, request.session_id)
         candidate = db.get_one(ResponseCandidate, candidate_id)
         candidate.judged_at = rt.now()
         if verdict == "pending":

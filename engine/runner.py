@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
@@ -27,7 +27,7 @@ from .runtime import Runtime
 from .tables import ApprovalGrant, InputRequest, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash, reject_call
 from .transcript import load_messages, model_view, steered_since
-from .turns import claim, end_turn, lock_turn, pending_requests
+from .turns import claim, end_turn, lock_session, lock_turn, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -124,11 +124,13 @@ class Driver:
 
     def fenced(self, db: DbSession) -> Turn:
         """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
-        turn = lock_turn(db, self.turn_id, self.session_id)
-        latest = db.execute(select(LATEST_RUN.label("run")).select_from(Turn).where(Turn.id == self.turn_id))
-        if turn.status != "running" or latest.scalar_one() != self.run_id:
+        lock_session(db, self.session_id)
+        turn, latest_run = db.execute(
+            select(Turn, LATEST_RUN).where(Turn.id == self.turn_id).with_for_update(of=Turn)
+        ).one()
+        if turn.status != "running" or latest_run != self.run_id:
             raise LeaseLost(self.turn_id)
-        return turn
+        return cast(Turn, turn)
 
     def drive(self) -> None:
         done: Done | None = None
@@ -164,7 +166,8 @@ class Driver:
             idle = False
             if self.batch is not None:  # the pass is over
                 self.batch = None
-                self.open_approvals(db, turn)  # those that waited for a workflow tool of their step
+                if self.ran:
+                    self.open_approvals(db, turn)  # those that waited for a workflow tool of their step
                 if self.park_if_waiting(db, turn):
                     return None
                 idle = not self.ran
@@ -192,7 +195,7 @@ class Driver:
         if unknown:
             self.recover(db, turn, unknown)
         self.reopen_answered_asks(db, calls)
-        self.open_approvals(db, turn)
+        self.open_approvals(db, turn, calls)
         self.batch = [c.call_id for c in calls if c.status == "approved"]
         self.ran = False
 
@@ -241,22 +244,19 @@ class Driver:
         else:
             call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
 
-    def open_approvals(self, db: DbSession, turn: Turn) -> None:
-        """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later."""
-        calls = db.execute(
-            select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status == "proposed",
-                                   ToolCall.verdict.is_not(None))
-            .order_by(ToolCall.step, ToolCall.position)
-        ).scalars().all()
-        if not calls:
+    def open_approvals(self, db: DbSession, turn: Turn, calls: list[ToolCall] | None = None) -> None:
+        """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later.
+        `calls`: the turn's open calls, when the caller has them."""
+        if calls is None:
+            calls = self.open_calls(db)
+        decided = [c for c in calls if c.status == "proposed" and c.verdict is not None]
+        if not decided:
             return
-        unfinished = db.execute(select(ToolCall.step, ToolCall.tool, ToolCall.status).where(
-            ToolCall.turn_id == self.turn_id, ToolCall.status.in_(["awaiting_input", "approved", "running"])
-        )).all()
-        asking = {step for step, name, status in unfinished  # a tool with a ctx may still ctx.ask()
-                  if status == "awaiting_input" or self.agent.tools[name].takes_context}
+        asking = {c.step for c in calls  # a tool with a ctx may still ctx.ask()
+                  if c.status == "awaiting_input"
+                  or (c.status in ("approved", "running") and self.agent.tools[c.tool].takes_context)}
         now, opened = self.rt.now(), []
-        for call in calls:
+        for call in decided:
             if call.step in asking:
                 continue
             tool = self.agent.tools[call.tool]
@@ -267,7 +267,6 @@ class Driver:
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
         if opened:
-            db.flush()
             emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
                  turn_id=turn.id, at=self.rt.now())
 
@@ -352,8 +351,7 @@ class Driver:
         if not pending_requests(db, self.turn_id):
             return False
         now = self.rt.now()
-        run = db.get_one(Run, self.run_id)
-        run.status, run.ended_at = "interrupted", now
+        db.execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
         turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import delete, update
+from sqlalchemy import Table, delete, update
 from sqlalchemy.orm import Session
 
 from . import defaults
@@ -73,7 +73,8 @@ class Runtime:
             yield session
             self._deliver_events(session)
             if job_row is not None:
-                session.execute(delete(Outbox).where(Outbox.id == job_row))
+                outbox = cast(Table, Outbox.__table__)
+                session.connection().execute(delete(outbox).where(outbox.c.id == job_row))
             session.flush()
             rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
         if job_row is not None:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from .events import add_message, emit
 from .runtime import Runtime
-from .tables import InputRequest, Run, Session, Turn
+from .tables import InputRequest, Run, Session, Turn, new_id
 
 ACTIVE_TURN = ("queued", "running", "waiting")
 
@@ -21,6 +21,14 @@ def active_turn(db: DbSession, session_id: str) -> Turn | None:
     ).scalar_one_or_none()
 
 
+def lock_session(db: DbSession, session_id: str) -> Session:
+    """Load a session with its row locked. The transaction keeps a reference to it, so later `get()`s of the
+    session in the same transaction read the identity map instead of the database."""
+    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one()
+    db.info.setdefault("locked_sessions", []).append(session)
+    return session
+
+
 def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Turn:
     """Load a turn with its row locked (PostgreSQL; SQLite already holds the database write lock).
 
@@ -30,7 +38,7 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     """
     if session_id is None:
         session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one()
-    db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one()
+    lock_session(db, session_id)
     return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
 
 
@@ -117,7 +125,7 @@ def claim(rt: Runtime, turn_id: str) -> tuple[str, str] | None:
         if session_id is None:
             return None
         turn = lock_turn(db, turn_id, session_id)
-        if turn.status != "queued" or blocking_turn(db, turn) is not None:
+        if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
             return None
         now = rt.now()
         turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
@@ -126,13 +134,12 @@ def claim(rt: Runtime, turn_id: str) -> tuple[str, str] | None:
         if run is not None and run.status == "resuming":
             run.status, run.started_at = "running", now
         else:
-            run = Run(turn_id=turn_id, seq=1, status="running", started_at=now)
+            run = Run(id=new_id("run"), turn_id=turn_id, seq=1, status="running", started_at=now)
             db.add(run)
             turn.step_budget = rt.agent.max_steps
             principal = turn.requested_by
             add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
             emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
                  turn_id=turn_id, at=now)
-        db.flush()
         emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
         return run.id, session_id
