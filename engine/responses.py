@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import InvalidInput, NotFound, RequestClosed
@@ -23,7 +23,7 @@ from .requests import OPTION_SYNONYMS, request_out
 from .runner import session_info
 from .runtime import Runtime
 from .settlement import close_request
-from .tables import InputRequest, ResponseCandidate, Session, ToolCall
+from .tables import InputRequest, ResponseCandidate, Session, ToolCall, new_id
 from .turns import lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -57,23 +57,25 @@ class Checked:
 def submit_responses(
     rt: Runtime, principal: Principal, responses: list[InputResponse], *, session_id: str | None = None
 ) -> list[ResponseResult]:
-    """Validate every response first (all or nothing), then record, judge and settle each in turn."""
-    checked = [check(rt, r, session_id) for r in responses]
-    return [settle_one(rt, principal, c) for c in checked]
+    """Validate every response and store each as a pending candidate, in one transaction (all or nothing),
+    then judge and settle each in turn."""
+    with rt.transaction() as db:
+        checked = [check(db, r, session_id) for r in responses]
+        recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c) for c in checked]
+    return [settle_one(rt, principal, c, *r) for c, r in zip(checked, recorded, strict=True)]
 
 
-def check(rt: Runtime, response: InputResponse, session_id: str | None) -> Checked:
-    with rt.db.read() as db:
-        request = db.get(InputRequest, response.request_id)
-        if request is None or (session_id is not None and request.session_id != session_id):
-            raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
-        if request.status != "pending":
-            raise RequestClosed(
-                f"request {request.request_id} is no longer open (it was {request.outcome})",
-                {"requestId": request.request_id, "outcome": request.outcome},
-            )
-        option_id, text = normalize(request, response)
-        return Checked(response, option_id, text)
+def check(db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
+    request = db.get(InputRequest, response.request_id)
+    if request is None or (session_id is not None and request.session_id != session_id):
+        raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
+    if request.status != "pending":
+        raise RequestClosed(
+            f"request {request.request_id} is no longer open (it was {request.outcome})",
+            {"requestId": request.request_id, "outcome": request.outcome},
+        )
+    option_id, text = normalize(request, response)
+    return Checked(response, option_id, text)
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -112,21 +114,19 @@ def outcome_of(kind: str, option_id: str | None) -> str:
     return "answered"
 
 
-def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseResult:
+def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
+               policy: ResponsePolicy) -> ResponseResult:
     request_id = checked.response.request_id
-    info = ResponseInfo(principal, checked.option_id, checked.text)
-    candidate_id, context, policy = record_candidate(rt, request_id, info)
     verdict, reason = judge(rt, policy, context)
     with rt.transaction() as db:
         request = db.get_one(InputRequest, request_id)
         turn = lock_turn(db, request.turn_id, request.session_id)
-        candidate = db.get_one(ResponseCandidate, candidate_id)
-        candidate.judged_at = rt.now()
         if verdict == "pending":
+            judge_candidate(rt, db, candidate_id)
             return ResponseResult(request_id, "pending", request_out(request))
         if verdict != "allowed":
-            candidate.outcome, candidate.reason = verdict, reason
-            judged(rt, db, request, candidate, principal)
+            judge_candidate(rt, db, candidate_id, verdict, reason)
+            judged(rt, db, request, candidate_id, verdict, reason, principal)
             if request.status == "pending":
                 emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
             return ResponseResult(request_id, "refused", request_out(request), reason)
@@ -134,34 +134,41 @@ def settle_one(rt: Runtime, principal: Principal, checked: Checked) -> ResponseR
         settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
                                 response=response, responder=principal)
         if settled is None:
-            candidate.outcome, candidate.reason = "stale", "the request was already settled"
-            judged(rt, db, request, candidate, principal)
+            reason = "the request was already settled"
+            judge_candidate(rt, db, candidate_id, "stale", reason)
+            judged(rt, db, request, candidate_id, "stale", reason, principal)
             db.refresh(request)
-            return ResponseResult(request_id, "stale", request_out(request), candidate.reason)
-        candidate.outcome = "allowed"
+            return ResponseResult(request_id, "stale", request_out(request), reason)
+        judge_candidate(rt, db, candidate_id, "allowed")
         schedule_resume(rt, db, turn)
         return ResponseResult(request_id, "settled", request_out(settled))
 
 
-def record_candidate(rt: Runtime, request_id: str, info: ResponseInfo) -> tuple[str, ResponseContext, ResponsePolicy]:
+def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
+                    reason: str | None = None) -> None:
+    db.execute(update(ResponseCandidate).where(ResponseCandidate.candidate_id == candidate_id)
+               .values(judged_at=rt.now(), outcome=outcome, reason=reason))
+
+
+def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo,
+                     checked: Checked) -> tuple[str, ResponseContext, ResponsePolicy]:
     """Store the response as a pending candidate before any policy code runs: nothing can be lost."""
-    with rt.transaction() as db:
-        candidate = ResponseCandidate(request_id=request_id, responder=info.responder.wire(), decision=info.decision,
-                                      text=info.text, outcome="pending", created_at=rt.now())
-        db.add(candidate)
-        db.flush()
-        request = db.get_one(InputRequest, request_id)
-        judged(rt, db, request, candidate, info.responder)
-        return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
-            response_policy_for(rt, db, request)
+    candidate = ResponseCandidate(candidate_id=new_id("cand"), request_id=checked.response.request_id,
+                                  responder=info.responder.wire(), decision=info.decision, text=info.text,
+                                  outcome="pending", created_at=rt.now())
+    db.add(candidate)
+    request = db.get_one(InputRequest, candidate.request_id)
+    judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
+    return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
+        response_policy_for(rt, db, request)
 
 
-def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate: ResponseCandidate,
+def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
            responder: Principal) -> None:
-    data = {"candidateId": candidate.candidate_id, "requestId": request.request_id, "outcome": candidate.outcome,
+    data = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
             "responder": responder.wire()}
-    if candidate.reason:
-        data["reason"] = candidate.reason
+    if reason:
+        data["reason"] = reason
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
 
 

@@ -34,8 +34,7 @@ def close_request(
     ) == 1
     if not won:
         return None
-    request = db.get_one(InputRequest, request_id)
-    db.refresh(request)
+    request = db.get_one(InputRequest, request_id)  # the UPDATE above set the new values on a loaded one too
     who = responder.wire() if responder else None
     if request.kind == "tool-approval" and outcome in ("approved", "denied"):
         emit(db, request.session_id, "approval.settled",
