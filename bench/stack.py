@@ -75,10 +75,19 @@ def migrate(url: str) -> None:
     db.dispose()
 
 
-def truncate_engine_tables(target: Target) -> None:
+def truncate_engine_tables(target: Target, attempts: int = 5) -> None:
+    """Empty every engine table. A worker's sweep may hold row locks on some of them meanwhile and ask for
+    another: PostgreSQL then breaks the deadlock by failing one side, and the truncate tries again."""
     names = ", ".join(t.name for t in Base.metadata.sorted_tables)
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+        for attempt in range(attempts):
+            try:
+                conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+                return
+            except psycopg.errors.DeadlockDetected:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5)
 
 
 def harness_runtime(target: Target, executor: Executor, channels: dict[str, ChannelAdapter] | None = None) -> Runtime:
