@@ -113,6 +113,8 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             started = time.perf_counter()
             results[name] = SCENARIOS[name](bench)
             durations[name] = round(time.perf_counter() - started, 1)
+            # what ran so far survives a later scenario's failure
+            (args.out / "partial.json").write_text(json.dumps(results, indent=2) + "\n")
             if name == "cycles" and args.worker_class == "auto":
                 bench.worker_class = results[name]["best_worker_class"]
     finally:
@@ -123,6 +125,7 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results["load_average_at_start"] = load  # anything else running on the machine skews every figure
     results["ratios"] = report.ratios(results)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "partial.json").unlink(missing_ok=True)
     (args.out / "latest.md").write_text(report.markdown(results))
     return results
 

@@ -32,6 +32,7 @@ def run_bench(tmp_path: Path, scenarios: str) -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "latest.md").read_text().startswith("Run ")
+    assert not (tmp_path / "partial.json").exists()  # kept only while a run is under way, or after it failed
     results: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
     return results
 
