@@ -48,21 +48,24 @@ def session_info(session: Session) -> SessionInfo:
 
 def run_turn(rt: Runtime, turn_id: str) -> None:
     """Job body: claim the turn, drive it until it parks or ends. Safe to call twice."""
-    claimed = claim(rt, turn_id)
-    if claimed is None:
-        return
-    run_id, session_id = claimed
-    keeper = LeaseKeeper(rt, turn_id, run_id)
-    keeper.start()
+    driver = Driver(rt, turn_id)
     try:
-        Driver(rt, turn_id, run_id, session_id).drive()
+        driver.drive()
     except LeaseLost:
         log.info("turn %s: no longer ours (cancelled, or presumed dead and recovered)", turn_id)
     except Exception as exc:
         log.exception("turn %s failed", turn_id)
+        driver.save_unrecorded()
+        run_id = driver.run_id
+        if not driver.claimed:  # the claim rolled back with the first step: claim on its own, to fail the run
+            with rt.transaction() as db:
+                claimed = claim(rt, db, turn_id)
+            if claimed is None:
+                return
+            run_id = claimed[1]
         fail(rt, turn_id, run_id, {"code": "TURN_ERROR", "message": f"{type(exc).__name__}: {exc}"})
     finally:
-        keeper.stop()
+        driver.stop()
 
 
 def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
@@ -114,9 +117,15 @@ Done = ToolDone | ModelDone
 class Driver:
     """Drives one Run of a turn. Every transaction first checks the run still owns the turn (fencing)."""
 
-    def __init__(self, rt: Runtime, turn_id: str, run_id: str, session_id: str) -> None:
-        self.rt, self.turn_id, self.run_id, self.session_id = rt, turn_id, run_id, session_id
+    def __init__(self, rt: Runtime, turn_id: str) -> None:
+        self.rt, self.turn_id = rt, turn_id
         self.agent = rt.agent
+        self.run_id = self.session_id = ""
+        self.claimed = False
+        """Whether this run's claim committed."""
+        self.unrecorded: Done | None = None
+        """The work done since the last commit, while the step that records it runs."""
+        self.keeper: LeaseKeeper | None = None
         self.batch: list[str] | None = None
         """The approved calls this pass over the open calls still has to run; None between passes."""
         self.ran = False
@@ -133,26 +142,54 @@ class Driver:
         return cast(Turn, turn)
 
     def drive(self) -> None:
-        done: Done | None = None
-        while True:
-            with self.rt.transaction() as db:
-                turn = self.fenced(db)
-                work = self.record(db, turn, done) if done is not None else self.next_work(db, turn)
-            if work is None:
+        """Claim the turn and take its first step in one transaction, then one transaction per step."""
+        with self.rt.transaction() as db:
+            claimed = claim(self.rt, db, self.turn_id)
+            if claimed is None:
                 return
+            turn, self.run_id = claimed
+            self.session_id = turn.session_id
+            work = self.next_work(db, turn)
+        self.claimed = True
+        self.keeper = LeaseKeeper(self.rt, self.turn_id, self.run_id)
+        self.keeper.start()
+        while work is not None:
             done = self.run_tool(work) if isinstance(work, RunTool) else self.call_model(work)
+            self.unrecorded = done
+            with self.rt.transaction() as db:
+                work = self.record(db, self.fenced(db), done)
+            self.unrecorded = None
+
+    def save_unrecorded(self) -> None:
+        """After a failed step: a tool's result that the step did not commit is recorded on its own (the tool
+        ran; its side effects are real), so the failed turn shows it."""
+        done, self.unrecorded = self.unrecorded, None
+        if not isinstance(done, ToolDone):
+            return
+        try:
+            with self.rt.transaction() as db:
+                self.record_tool(db, self.fenced(db), done)
+        except Exception:
+            log.exception("turn %s: could not record the result of call %s", self.turn_id, done.call_id)
+
+    def stop(self) -> None:
+        if self.keeper is not None:
+            self.keeper.stop()
 
     def record(self, db: DbSession, turn: Turn, done: Done) -> Work | None:
         """Write what the last piece of work produced, then decide the next, in the same transaction."""
         if isinstance(done, ModelDone):
             return self.record_reply(db, turn, done)
+        self.record_tool(db, turn, done)
+        return self.next_work(db, turn)
+
+    def record_tool(self, db: DbSession, turn: Turn, done: ToolDone) -> None:
         call = db.get_one(ToolCall, done.call_id)
         if done.parked:
             call.status, call.updated_at = "awaiting_input", self.rt.now()
         else:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
                         done.error)
-        return self.next_work(db, turn)
 
     def next_work(self, db: DbSession, turn: Turn) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended."""

@@ -117,29 +117,28 @@ def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
     emit(db, session_id, "session.waiting", {"wait": "next-user-message"}, turn_id=None, at=rt.now())
 
 
-def claim(rt: Runtime, turn_id: str) -> tuple[str, str] | None:
-    """Move the turn from `queued` to `running` under its lock and open (or activate) its Run; returns the
-    run's id and the turn's session id, or None when the turn is not this job's to run."""
-    with rt.transaction() as db:
-        session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one_or_none()
-        if session_id is None:
-            return None
-        turn = lock_turn(db, turn_id, session_id)
-        if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
-            return None
-        now = rt.now()
-        turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
-        db.get_one(Session, turn.session_id).status = "active"
-        run = latest_run(db, turn_id)
-        if run is not None and run.status == "resuming":
-            run.status, run.started_at = "running", now
-        else:
-            run = Run(id=new_id("run"), turn_id=turn_id, seq=1, status="running", started_at=now)
-            db.add(run)
-            turn.step_budget = rt.agent.max_steps
-            principal = turn.requested_by
-            add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
-            emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
-                 turn_id=turn_id, at=now)
-        emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
-        return run.id, session_id
+def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
+    """In the caller's transaction: move the turn from `queued` to `running` under its lock and open (or
+    activate) its Run; returns the locked turn and the run's id, or None when the turn is not this job's to run."""
+    session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one_or_none()
+    if session_id is None:
+        return None
+    turn = lock_turn(db, turn_id, session_id)
+    if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
+        return None
+    now = rt.now()
+    turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
+    db.get_one(Session, turn.session_id).status = "active"
+    run = latest_run(db, turn_id)
+    if run is not None and run.status == "resuming":
+        run.status, run.started_at = "running", now
+    else:
+        run = Run(id=new_id("run"), turn_id=turn_id, seq=1, status="running", started_at=now)
+        db.add(run)
+        turn.step_budget = rt.agent.max_steps
+        principal = turn.requested_by
+        add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
+        emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
+             turn_id=turn_id, at=now)
+    emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
+    return turn, run.id

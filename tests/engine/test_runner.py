@@ -1,0 +1,60 @@
+"""The runner's own failures: a turn whose step breaks fails with the error, it never stays queued or spins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import runner
+from engine.queries import events_after
+from tests.conftest import Stack, sqlite_settings
+from tests.support.agent import script
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[Stack]:
+    """SQLite and in-process jobs: the monkeypatched runner is the one that runs the turns."""
+    built = Stack("sqlite", sqlite_settings(tmp_path))
+    yield built
+    built.close()
+
+
+def event_types(stack: Stack, session_id: str) -> list[str]:
+    return [e["type"] for e in events_after(stack.rt, session_id)]
+
+
+def test_a_first_step_that_breaks_fails_the_turn_it_claimed(local: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("transcript unreadable")
+
+    monkeypatch.setattr(runner, "load_messages", broken)  # breaks inside the claim's transaction
+
+    sid, _ = local.start(script([("lookup", {"order_id": "o-1"})]))
+
+    turn = local.turn(sid)
+    assert turn["status"] == "failed"
+    assert turn["error"] == {"code": "TURN_ERROR", "message": "RuntimeError: transcript unreadable"}
+    assert event_types(local, sid) == ["message.received", "turn.started", "turn.failed", "session.waiting"]
+
+
+def test_a_later_step_that_breaks_keeps_what_the_turn_did(local: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = runner.load_messages
+    reads = {"n": 0}
+
+    def second_read_breaks(*args: Any) -> Any:
+        reads["n"] += 1
+        if reads["n"] == 2:
+            raise RuntimeError("transcript unreadable")
+        return real(*args)
+
+    monkeypatch.setattr(runner, "load_messages", second_read_breaks)
+
+    sid, _ = local.start(script([("lookup", {"order_id": "o-2"})]))
+
+    turn = local.turn(sid)
+    assert turn["status"] == "failed"
+    assert [c["status"] for c in turn["toolCalls"]] == ["completed"]  # the tool's result was committed first
+    assert event_types(local, sid)[-3:] == ["action.result", "turn.failed", "session.waiting"]
