@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
 from .db import changed
+from .decisions import session_info
 from .protocol import InputRequestOut, Principal
 from .requests import open_in_order, request_out
-from .runner import session_info
 from .runtime import Runtime
 from .tables import Event, InputRequest, Post, Session
 

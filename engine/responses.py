@@ -15,12 +15,12 @@ from typing import Any, Literal
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
+from .decisions import session_info
 from .errors import InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import OPTION_SYNONYMS, request_out
-from .runner import session_info
 from .runtime import Runtime
 from .settlement import close_request
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall, new_id

@@ -17,15 +17,16 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
+from .decisions import decide
 from .events import add_message, emit
 from .lease import LeaseKeeper
 from .llm import ModelReply
-from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, expiry, to_verdict
+from .policies import expiry
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
 from .runtime import Runtime
-from .tables import ApprovalGrant, InputRequest, Run, Session, ToolCall, Turn, new_id
-from .tools import DONE, finish_call, input_hash, reject_call
+from .tables import InputRequest, Run, Session, ToolCall, Turn, new_id
+from .tools import DONE, finish_call, input_hash
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_session, lock_turn, pending_requests
 from .workflow import CallWorkflow
@@ -37,13 +38,6 @@ LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc(
 
 class LeaseLost(Exception):
     """Another runner owns the turn now, or it was cancelled: stop without writing."""
-
-
-def session_info(session: Session) -> SessionInfo:
-    return SessionInfo(
-        id=session.id, agent=session.agent, channel=session.channel, address=session.address,
-        initiator=principal_or_none(session.initiator),
-    )
 
 
 def run_turn(rt: Runtime, turn_id: str) -> None:
@@ -227,7 +221,7 @@ class Driver:
         """Decide new calls, recover interrupted ones, open approvals, and line up the approved calls."""
         undecided = [c for c in calls if c.status == "proposed" and c.verdict is None]
         if undecided:
-            self.decide(db, turn, undecided)
+            decide(self.rt, db, turn.session_id, undecided)
         unknown = [c for c in calls if c.status == "unknown"]
         if unknown:
             self.recover(db, turn, unknown)
@@ -235,51 +229,6 @@ class Driver:
         self.open_approvals(db, turn, calls)
         self.batch = [c.call_id for c in calls if c.status == "approved"]
         self.ran = False
-
-    def decide(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
-        info = session_info(db.get_one(Session, turn.session_id))
-        visible = self.visible_grants(db, turn.session_id)
-        for call in calls:
-            tool = self.agent.tools[call.tool]
-            ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input,
-                                  approved_keys=frozenset(visible), call_id=call.call_id,
-                                  approval_key=tool.approval_key)
-            try:
-                verdict = to_verdict(call_policy(tool.request_policy, ctx))
-            except Exception as exc:  # a broken policy must not run the call unreviewed
-                log.warning("request policy of %s failed; asking a person", call.tool, exc_info=True)
-                verdict = Verdict("user-approval", f"request policy error: {exc}")
-            if verdict.decision == "user-approval":
-                visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval waits
-            self.record_verdict(db, turn, call, verdict)
-
-    def visible_grants(self, db: DbSession, session_id: str) -> set[str]:
-        granted = set(db.execute(
-            select(ApprovalGrant.approval_key).where(ApprovalGrant.session_id == session_id)
-        ).scalars())
-        waiting = db.execute(
-            select(ToolCall.tool).join(Turn, Turn.id == ToolCall.turn_id).where(
-                Turn.session_id == session_id,
-                (ToolCall.status == "awaiting_approval")
-                | ((ToolCall.status == "proposed") & ToolCall.verdict.is_not(None)),
-            )
-        ).scalars()
-        for tool_name in waiting:
-            tool = self.agent.tools.get(tool_name)
-            granted.discard(tool.approval_key if tool else tool_name)
-        return granted
-
-    def record_verdict(self, db: DbSession, turn: Turn, call: ToolCall, verdict: Verdict) -> None:
-        call.updated_at = self.rt.now()
-        if verdict.decision in ("not-applicable", "approved"):
-            call.status = "approved"
-            if verdict.decision == "approved":
-                call.responder = APP_PRINCIPAL.wire() | {"attributes": {"reason": verdict.reason}}
-        elif verdict.decision == "denied":
-            note = f"Denied by policy: {verdict.reason}" if verdict.reason else "Denied by policy"
-            reject_call(self.rt, db, call, note, turn.session_id)
-        else:
-            call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
 
     def open_approvals(self, db: DbSession, turn: Turn, calls: list[ToolCall] | None = None) -> None:
         """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later.
