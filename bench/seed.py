@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +20,7 @@ from engine.channels import ChannelAdapter
 from engine.executors import InlineExecutor
 from engine.protocol import Principal, operator_principal
 from engine.sessions import open_session
-from engine.tables import Base
+from engine.tables import Base, new_id
 
 from .stack import Target, harness_runtime
 
@@ -130,7 +129,7 @@ class Cloner:
         parked: list[Parked] = []
         with psycopg.connect(self.target.conninfo) as conn:
             for start in range(0, count, BATCH):
-                fresh = [[f"{old.split('_', 1)[0]}_{uuid.uuid4().hex}" for old in self.ids]
+                fresh = [[new_id(old.split('_', 1)[0]) for old in self.ids]
                          for _ in range(min(BATCH, count - start))]
                 for table, columns, templates in self.lines:
                     with conn.cursor().copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN".encode()) as cp:

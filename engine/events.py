@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, event, update
+from sqlalchemy import Table, event, select, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
-from .tables import Event, Message, Session
+from .requests import as_opened
+from .tables import Event, InputRequest, Message, Session
 
 PENDING = "hitl_unnumbered"
 UNSENT = "hitl_unsent_events"
@@ -25,6 +26,12 @@ def emit(
     db.info.setdefault(UNSENT, []).append(event)
     db.info.setdefault("event_sessions", set()).add(session_id)
     return event
+
+
+def emit_requested(db: DbSession, session_id: str, turn_id: str, requests: list[InputRequest], at: datetime) -> None:
+    """`input.requested` for a batch of requests that just opened. It stores only their ids (their rows hold
+    the rest): `events_wire` shows each request as it was opened."""
+    emit(db, session_id, "input.requested", {"requestIds": [r.request_id for r in requests]}, turn_id=turn_id, at=at)
 
 
 def add_message(db: DbSession, session_id: str, turn_id: str | None, role: str, **fields: Any) -> Message:
@@ -81,11 +88,18 @@ def _number(db: DbSession, _context: Any, _instances: Any) -> None:
         row.seq, next_seq[key] = next_seq[key], next_seq[key] + 1
 
 
-def event_wire(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "type": event.type,
-        "turnId": event.turn_id,
-        "at": event.at.isoformat(),
-        "data": event.data,
-    }
+def events_wire(db: DbSession, events: list[Event]) -> list[dict[str, Any]]:
+    """Events as the protocol shows them: an `input.requested` carries its requests in full, each as it was
+    when it opened (one query for all of them). Events written before requests were stored by id carry them
+    inline already."""
+    ids = [i for e in events if e.type == "input.requested" for i in e.data.get("requestIds", [])]
+    opened = {r.request_id: as_opened(r) for r in db.execute(
+        select(InputRequest).where(InputRequest.request_id.in_(ids))).scalars()} if ids else {}
+
+    def data(event: Event) -> dict[str, Any]:
+        if event.type == "input.requested" and "requestIds" in event.data:
+            return {"requests": [opened[i] for i in event.data["requestIds"]]}
+        return event.data
+
+    return [{"seq": e.seq, "type": e.type, "turnId": e.turn_id, "at": e.at.isoformat(), "data": data(e)}
+            for e in events]

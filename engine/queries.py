@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from .errors import NotFound
-from .events import event_wire
+from .events import events_wire
 from .requests import request_wire
 from .runtime import Runtime
 from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
@@ -96,10 +96,10 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
     with rt.db.read() as db:
         if db.get(Session, session_id) is None:
             raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-        rows = db.execute(
+        rows = list(db.execute(
             select(Event).where(Event.session_id == session_id, Event.seq > after).order_by(Event.seq).limit(limit)
-        ).scalars()
-        return [event_wire(e) for e in rows]
+        ).scalars())
+        return events_wire(db, rows)
 
 
 def list_sessions(rt: Runtime, limit: int = 100) -> list[dict[str, Any]]:

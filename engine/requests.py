@@ -72,6 +72,13 @@ def request_wire(request: InputRequest) -> dict[str, Any]:
     return request_out(request).wire()
 
 
+def as_opened(request: InputRequest) -> dict[str, Any]:
+    """The request on the wire as it was when it opened: pending, unanswered."""
+    return request_out(request).model_copy(update={
+        "status": "pending", "outcome": None, "response": None, "responder": None, "resolved_at": None,
+    }).wire()
+
+
 def request_out(request: InputRequest) -> InputRequestOut:
     return InputRequestOut(
         request_id=request.request_id, session_id=request.session_id, turn_id=request.turn_id,

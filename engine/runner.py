@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
 from .decisions import decide
-from .events import add_message, emit
+from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
 from .policies import expiry
 from .protocol import APP_PRINCIPAL, principal_or_none
-from .requests import CONTINUE, STOP, open_approval, open_request, request_wire
+from .requests import CONTINUE, STOP, open_approval, open_request
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash
@@ -253,8 +253,7 @@ class Driver:
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
         if opened:
-            emit(db, turn.session_id, "input.requested", {"requests": [request_wire(r) for r in opened]},
-                 turn_id=turn.id, at=self.rt.now())
+            emit_requested(db, turn.session_id, turn.id, opened, self.rt.now())
 
     def reopen_answered_asks(self, db: DbSession, calls: list[ToolCall]) -> None:
         """A workflow call whose questions are all answered runs again from the top."""

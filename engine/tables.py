@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
+import base64
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +40,9 @@ def utcnow() -> datetime:
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+    """`prefix_` and 128 random bits in 26 base32 characters (a uuid4 in hex would take 32: every id is
+    stored several times per turn, in rows and in indexes)."""
+    return f"{prefix}_{base64.b32encode(secrets.token_bytes(16)).decode().rstrip('=').lower()}"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -133,7 +136,7 @@ class Message(Base):
 
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
@@ -150,7 +153,7 @@ class ToolCall(Base):
 
     call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)
     tool: Mapped[str] = mapped_column(String(200))
@@ -174,7 +177,7 @@ class InputRequest(Base):
     request_id: Mapped[str] = mapped_column(String(80), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     call_id: Mapped[str | None] = mapped_column(String(64), index=True)
     position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))

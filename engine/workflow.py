@@ -11,10 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Answer, Park
-from .events import emit
+from .events import emit_requested
 from .policies import expiry
 from .protocol import principal_or_none
-from .requests import open_request, request_wire
+from .requests import open_request
 from .runtime import Runtime
 from .tables import InputRequest, ToolCall, Turn
 
@@ -58,8 +58,7 @@ class CallWorkflow:
                 call_id=self.call_id, position=position, expires_at=expiry(expires_in, now),
             )
             db.flush()
-            emit(db, turn.session_id, "input.requested", {"requests": [request_wire(request)]}, turn_id=turn.id,
-                 at=now)
+            emit_requested(db, turn.session_id, turn.id, [request], now)
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         with self.rt.db.read() as db:

@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from sqlalchemy import select
 from werkzeug.test import TestResponse
 
+from engine.events import emit
+from engine.tables import Event
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, sqlite_settings
@@ -333,6 +336,7 @@ def test_events_are_dense_ordered_and_read_after_a_cursor(stack: Stack) -> None:
     session_id, request_id = parked(stack, client)
     parked_events = client.get(f"/api/sessions/{session_id}/events").get_json()["events"]
     assert [e["type"] for e in parked_events][-2:] == ["input.requested", "turn.waiting"]
+    assert parked_events[-2]["data"] == {"requests": [client.get(f"/api/requests/{request_id}").get_json()]}
     cursor = parked_events[-1]["seq"]
     assert client.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
     stack.settle()
@@ -351,6 +355,28 @@ def test_events_are_dense_ordered_and_read_after_a_cursor(stack: Stack) -> None:
     assert newer[0]["data"]["requestId"] == request_id
     last = events[-1]["seq"]
     assert client.get(f"/api/sessions/{session_id}/events?after={last}").get_json()["events"] == []
+
+
+def test_an_input_requested_event_keeps_showing_its_requests_as_they_opened(sqlite_stack: Stack) -> None:
+    """The event row stores the requests' ids only; the wire shows each as it was when it opened, also once
+    it is answered. An event stored with its requests inline (before they were stored by id) shows as stored."""
+    client = sqlite_stack.client("alice")
+    session_id, request_id = parked(sqlite_stack, client)
+    opened = client.get(f"/api/requests/{request_id}").get_json()
+    with sqlite_stack.rt.db.read() as db:
+        stored = db.execute(select(Event.data).where(Event.session_id == session_id,
+                                                     Event.type == "input.requested")).scalar_one()
+    assert stored == {"requestIds": [request_id]}
+    assert client.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
+    sqlite_stack.settle()
+    assert client.get(f"/api/requests/{request_id}").get_json()["status"] == "resolved"
+    inline = {"requests": [{**opened, "prompt": "as stored"}]}
+    with sqlite_stack.rt.transaction() as db:
+        emit(db, session_id, "input.requested", inline, turn_id=opened["turnId"], at=sqlite_stack.rt.now())
+
+    events = client.get(f"/api/sessions/{session_id}/events").get_json()["events"]
+
+    assert [e["data"] for e in events if e["type"] == "input.requested"] == [{"requests": [opened]}, inline]
 
 
 @pytest.mark.parametrize("after", ["abc", "-1", "1.5", ""])
