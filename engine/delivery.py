@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
@@ -29,11 +29,12 @@ LEASE = timedelta(seconds=60)
 def deliver(rt: Runtime, session_id: str) -> None:
     """Job body: deliver every event not yet delivered; safe to run twice or concurrently."""
     while claim(rt, session_id):
+        delivered: list[int] = []
         try:
-            deliver_pending(rt, session_id)
+            deliver_pending(rt, session_id, delivered)
         finally:
-            release(rt, session_id)
-        if not behind(rt, session_id):
+            behind = release(rt, session_id, delivered[-1] if delivered else 0)
+        if not behind:
             return
 
 
@@ -49,18 +50,21 @@ def claim(rt: Runtime, session_id: str) -> bool:
         ).values(delivery_lease_until=now + LEASE)) == 1
 
 
-def release(rt: Runtime, session_id: str) -> None:
+def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
+    """Let go of the lease, the cursor moved up to `delivered_seq`, in one transaction. True when the session
+    has events past the cursor (written while this deliverer ran, or left by a failed delivery)."""
     with rt.transaction() as db:
-        db.execute(update(Session).where(Session.id == session_id).values(delivery_lease_until=None))
+        cursor = Session.delivered_seq
+        return db.execute(update(Session).where(Session.id == session_id).values(
+            delivery_lease_until=None, delivered_seq=case((cursor < delivered_seq, delivered_seq), else_=cursor),
+        ).returning(Session.delivered_seq < Session.event_seq)).scalar_one()
 
 
-def behind(rt: Runtime, session_id: str) -> bool:
-    with rt.db.read() as db:
-        session = db.get_one(Session, session_id)
-        return session.delivered_seq < session.event_seq
-
-
-def deliver_pending(rt: Runtime, session_id: str) -> None:
+def deliver_pending(rt: Runtime, session_id: str, delivered: list[int]) -> None:
+    """Hand the events after the cursor to the adapter, appending each one's seq to `delivered` once it is
+    handled. The cursor moves when the lease is released: a delivery cut short starts again from the first
+    event not handled, and one cut shorter still (a killed worker) hands events again, whose posts are
+    keyed, so nothing is posted twice."""
     with rt.db.read() as db:
         session = db.get_one(Session, session_id)
         adapter = rt.channels.get(session.channel)
@@ -70,9 +74,7 @@ def deliver_pending(rt: Runtime, session_id: str) -> None:
     for event in events:
         if adapter is not None:
             Delivery(rt, adapter, session_id, info).handle(event)
-        with rt.transaction() as db:
-            db.execute(update(Session).where(Session.id == session_id, Session.delivered_seq < event.seq)
-                       .values(delivered_seq=event.seq))
+        delivered.append(event.seq)
 
 
 class Delivery:

@@ -6,11 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 from engine.delivery import deliver
 from engine.protocol import api_key_principal
 from engine.recovery import sweep
 from engine.sessions import open_session
+from engine.tables import Event, Session
 from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import script
 from tests.support.fake_channel import RecordingChannel
@@ -82,6 +84,21 @@ def test_a_failed_post_is_retried_by_sweep_without_posting_twice(
     shows = [c[1] for c in channel.calls if c[0] == "show"]
     assert len(shows) == 2 and len(set(shows)) == 2
     assert len(stack.pending(sid)) == 2
+
+
+def test_a_delivery_cut_short_keeps_the_cursor_past_what_it_handed_over(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """The cursor moves once, when the lease is let go: after a failed post it stands just before the event
+    that failed, so a retry starts there and the lease is free for it."""
+    stack, channel = channel_stack
+    channel.down = True
+    sid = start(stack)
+    with stack.rt.db.read() as db:
+        session = db.get_one(Session, sid)
+        requested = db.execute(select(func.min(Event.seq)).where(
+            Event.session_id == sid, Event.type == "input.requested")).scalar_one()
+        assert (session.delivered_seq, session.delivery_lease_until) == (requested - 1, None)
+    assert channel.calls == [("say", "step 1")]
 
 
 def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, RecordingChannel]) -> None:
