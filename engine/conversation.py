@@ -17,7 +17,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import Conflict, InvalidInput, NotFound, RequestClosed
+from .errors import Conflict, InvalidInput, RequestClosed
 from .events import add_message, emit
 from .protocol import InputResponse, Principal
 from .replies import match_reply
@@ -26,9 +26,9 @@ from .responses import ResponseResult, submit_responses
 from .runtime import Runtime
 from .sessions import queue_turn
 from .settlement import close_request
-from .tables import InputRequest, Session, ToolCall, Turn
+from .tables import InputRequest, ToolCall, Turn
 from .tools import DONE, reject_call
-from .turns import active_turn, end_turn, latest_run, lock_turn, schedule_resume
+from .turns import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 TurnPolicy = Literal["steer", "queue"]
 
@@ -79,13 +79,6 @@ def post_message(
             return Posted("queued", queue_turn(rt, db, session, principal, text))
     assert principal is not None
     return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
-
-
-def lock_session(db: DbSession, session_id: str) -> Session:
-    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
-    if session is None:
-        raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-    return session
 
 
 def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, event, select, update
 from sqlalchemy.orm import Session as DbSession
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from .requests import as_opened
@@ -15,6 +15,8 @@ from .tables import Event, InputRequest, Message, Session
 
 PENDING = "hitl_unnumbered"
 UNSENT = "hitl_unsent_events"
+HELD = "hitl_held_sessions"
+COUNTED = "hitl_counted_seqs"
 
 
 def emit(
@@ -46,39 +48,63 @@ def _append(db: DbSession, row: Event | Message) -> None:
     db.info.setdefault(PENDING, []).append(row)
 
 
+def hold(db: DbSession, session: Session) -> None:
+    """`session` was loaded with its row locked by this transaction: the seqs of its events and messages are
+    counted from its counters here, and the counters written back once, when the transaction commits."""
+    db.info.setdefault(HELD, {})[session.id] = session
+
+
 @event.listens_for(DbSession, "before_commit")
 def _send(db: DbSession) -> None:
-    """The transaction's events join its last flush (the commit's own)."""
+    """The transaction's events are numbered now and inserted by the commit's flush, with the counters of the
+    sessions it holds."""
     for row in db.info.pop(UNSENT, []):
         _append(db, row)
+    _number(db)
+    for session_id, (event_seq, message_seq) in db.info.pop(COUNTED, {}).items():
+        session = db.info[HELD][session_id]
+        session.event_seq, session.message_seq = event_seq, message_seq
+        flag_modified(session, "event_seq")  # written even where an earlier flush's numbering already set it
+        flag_modified(session, "message_seq")
 
 
 @event.listens_for(DbSession, "after_rollback")
 def _drop(db: DbSession) -> None:
-    db.info.pop(UNSENT, None)
-    db.info.pop(PENDING, None)
+    for key in (UNSENT, PENDING, COUNTED, HELD):
+        db.info.pop(key, None)
 
 
 @event.listens_for(DbSession, "before_flush")
-def _number(db: DbSession, _context: Any, _instances: Any) -> None:
-    """Give the events and messages about to be inserted their seqs, in the order they were appended: one
-    UPDATE per session reserves them all. The UPDATE takes the session row's lock, so concurrent writers of
-    one session get dense seqs that commit in order."""
+def _before_flush(db: DbSession, _context: Any, _instances: Any) -> None:
+    _number(db)
+
+
+def _number(db: DbSession) -> None:
+    """Give the events and messages about to be inserted their seqs, in the order they were appended. A held
+    session's seqs come from its counters in this transaction; any other session's are reserved by one
+    UPDATE, which takes the session row's lock, so concurrent writers of one session get dense seqs that
+    commit in order."""
     rows: list[Event | Message] = db.info.pop(PENDING, [])
     wanted: dict[str, list[int]] = {}
     for row in rows:
         wanted.setdefault(row.session_id, [0, 0])[isinstance(row, Message)] += 1
     table = cast(Table, Session.__table__)
     sessions = table.c
+    held, counted = db.info.get(HELD, {}), db.info.setdefault(COUNTED, {})
     next_seq: dict[tuple[str, bool], int] = {}
     for session_id, (events, messages) in wanted.items():
-        event_seq, message_seq = db.connection().execute(
-            update(table).where(sessions.id == session_id)
-            .values(event_seq=sessions.event_seq + events, message_seq=sessions.message_seq + messages)
-            .returning(sessions.event_seq, sessions.message_seq)
-        ).one()
-        loaded = db.identity_map.get(identity_key(Session, session_id))
-        if loaded is not None:  # keep a session object of this transaction in step with the row
+        if session_id in held:
+            loaded = held[session_id]
+            event_seq, message_seq = counted.get(session_id, (loaded.event_seq, loaded.message_seq))
+            event_seq, message_seq = counted[session_id] = (event_seq + events, message_seq + messages)
+        else:
+            event_seq, message_seq = db.connection().execute(
+                update(table).where(sessions.id == session_id)
+                .values(event_seq=sessions.event_seq + events, message_seq=sessions.message_seq + messages)
+                .returning(sessions.event_seq, sessions.message_seq)
+            ).one()
+            loaded = db.identity_map.get(identity_key(Session, session_id))
+        if loaded is not None:  # keep a session object of this transaction in step with its counters
             set_committed_value(loaded, "event_seq", event_seq)
             set_committed_value(loaded, "message_seq", message_seq)
         next_seq[session_id, False] = event_seq - events + 1

@@ -194,15 +194,17 @@ class Driver:
                     self.ran = True
                     return work
                 continue
-            idle = False
+            idle, calls = False, None
             if self.batch is not None:  # the pass is over
                 self.batch = None
-                if self.ran:
-                    self.open_approvals(db, turn)  # those that waited for a workflow tool of their step
+                if self.ran:  # approvals that waited for a workflow tool of their step
+                    calls = self.open_calls(db)
+                    self.open_approvals(db, turn, calls)
                 if self.park_if_waiting(db, turn):
                     return None
                 idle = not self.ran
-            calls = self.open_calls(db)
+            if calls is None:  # (opening approvals closes no call: the list stands)
+                calls = self.open_calls(db)
             if not calls:
                 return self.next_step(db, turn)
             if idle:
@@ -230,11 +232,9 @@ class Driver:
         self.batch = [c.call_id for c in calls if c.status == "approved"]
         self.ran = False
 
-    def open_approvals(self, db: DbSession, turn: Turn, calls: list[ToolCall] | None = None) -> None:
-        """Approvals decided but not yet asked; those of a step whose workflow tool has not finished come later.
-        `calls`: the turn's open calls, when the caller has them."""
-        if calls is None:
-            calls = self.open_calls(db)
+    def open_approvals(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
+        """Approvals decided but not yet asked, among the turn's open `calls`; those of a step whose workflow
+        tool has not finished come later."""
         decided = [c for c in calls if c.status == "proposed" and c.verdict is not None]
         if not decided:
             return

@@ -7,7 +7,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session as DbSession
 
-from .events import add_message, emit
+from .errors import NotFound
+from .events import add_message, emit, hold
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, Turn, new_id
 
@@ -22,10 +23,13 @@ def active_turn(db: DbSession, session_id: str) -> Turn | None:
 
 
 def lock_session(db: DbSession, session_id: str) -> Session:
-    """Load a session with its row locked. The transaction keeps a reference to it, so later `get()`s of the
-    session in the same transaction read the identity map instead of the database."""
-    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one()
-    db.info.setdefault("locked_sessions", []).append(session)
+    """Load a session with its row locked. The transaction holds it (`events.hold`): later `get()`s of the
+    session in the same transaction read the identity map, and its events and messages are numbered without
+    a statement each."""
+    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
+    if session is None:
+        raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+    hold(db, session)
     return session
 
 
