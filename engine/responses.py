@@ -47,11 +47,13 @@ class ResponseResult:
 
 @dataclass(frozen=True)
 class Checked:
-    """A response validated against its request: the option resolved, the text trimmed."""
+    """A response validated against its request: the option resolved, the text trimmed. `request` is the row
+    read in the validating transaction (held here: the session's identity map keeps no row alive)."""
 
     response: InputResponse
     option_id: str | None
     text: str | None
+    request: InputRequest
 
 
 def submit_responses(
@@ -75,7 +77,7 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text)
+    return Checked(response, option_id, text, request)
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -157,7 +159,7 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo,
                                   responder=info.responder.wire(), decision=info.decision, text=info.text,
                                   outcome="pending", created_at=rt.now())
     db.add(candidate)
-    request = db.get_one(InputRequest, candidate.request_id)
+    request = checked.request
     judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
     return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
         response_policy_for(rt, db, request)
