@@ -1,14 +1,24 @@
 """Scenario 1, cycle throughput at the engine level (no HTTP).
 
-N turns park on an approval, are settled through the engine's answer path, and are resumed to completion
-by 1 and then 2 `hitl worker` processes of each RQ worker class. Each phase's jobs are held back and pushed
-at once, so the clock measures the workers draining the queue, not this process producing it. The workers
-do not sweep here: a sweep would take the held jobs for lost ones and run them early (scenario 3 measures
-sweeping).
+N turns are opened, park on an approval, are settled through the engine's answer path, and are resumed to
+completion, by 1 and then 2 `hitl worker` processes of each RQ worker class. What LangGraph does in each of
+its processes (scenario 5a: `invoke()` a thread until it parks, `invoke(Command(resume=...))` it to the
+end), the gateway splits between client processes, as many as there are workers (they stand for the web
+processes: they open the sessions and answer the approvals, through the engine's calls), and the workers,
+which run the turns:
+
+* park: the clients open N sessions; each turn's job is pushed to the workers as its session commits; the
+  clock runs until the N turns are `waiting`;
+* settle: the clients answer the N approvals; the resume jobs stay in the outbox, so the clock measures
+  the answering alone;
+* resume: this process pushes the outbox's jobs at once; the clock runs until the N turns are `completed`.
+
+The workers do not sweep here: a sweep would push the held jobs early (scenario 3 measures sweeping).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from typing import Any
 
@@ -22,26 +32,18 @@ from engine.sessions import open_session
 from .config import Bench
 from .measure import engine_bytes, wait_turns
 from .seed import REQUESTER
-from .stack import Deployment, harness_runtime, rq_executor, truncate_engine_tables
+from .stack import Deployment, Target, harness_runtime, rq_executor, truncate_engine_tables
 
 WORKER_CLASSES = ("fork", "simple")
 NO_SWEEP = 24 * 3600.0
+BARRIER_SECONDS = 600.0
 
 
-class HeldExecutor:
-    """Keeps the jobs a phase produces until `release()` pushes them all to the real executor."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.held: list[tuple[Runtime, str, list[Any], str, int]] = []
+class OutboxOnly:
+    """An executor that pushes nothing: committed jobs wait in the outbox until the run pushes them."""
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
-        self.held.append((runtime, job, args, job_id, outbox_id))
-
-    def release(self) -> None:
-        held, self.held = self.held, []
-        for runtime, job, args, job_id, outbox_id in held:
-            self.inner.submit(runtime, job, args, job_id, outbox_id)
+        return None
 
 
 def run(bench: Bench) -> dict[str, Any]:
@@ -52,42 +54,70 @@ def run(bench: Bench) -> dict[str, Any]:
         try:
             for count in (1, 2):
                 deployment.start_workers(count - len(deployment.workers), worker_class)
-                runs[f"{worker_class}_{count}"] = cycle_run(bench, n, timeout=60 + n)
+                runs[f"{worker_class}_{count}"] = cycle_run(bench.target, n, count, timeout=60 + n)
         finally:
             deployment.close()
     best = max(WORKER_CLASSES, key=lambda c: runs[f"{c}_2"]["cycles_per_s"])
-    return {"turns": n, "runs": runs, "best_worker_class": best}
+    return {"turns": n, "clients": "as many processes as workers", "runs": runs, "best_worker_class": best}
 
 
-def cycle_run(bench: Bench, n: int, timeout: float) -> dict[str, Any]:
+def client(target: Target, count: int, barrier: Any) -> None:
+    """One client process: open `count` sessions (their jobs pushed as they commit), then, when told, answer
+    their approvals (their jobs left in the outbox)."""
+    live = harness_runtime(target, rq_executor(target))
+    answering = harness_runtime(target, OutboxOnly())
+    try:
+        barrier.wait(BARRIER_SECONDS)
+        sessions = [open_session(live, REQUESTER, message="go").session_id for _ in range(count)]
+        barrier.wait(BARRIER_SECONDS)
+        barrier.wait(BARRIER_SECONDS)
+        with psycopg.connect(target.conninfo) as conn:
+            request_ids = [r[0] for r in conn.execute("SELECT request_id FROM input_requests WHERE session_id = "
+                                                      "ANY(%s) AND status = 'pending'", (sessions,)).fetchall()]
+        for request_id in request_ids:
+            submit_responses(answering, REQUESTER, [InputResponse(request_id=request_id, option_id="approve")])
+        barrier.wait(BARRIER_SECONDS)
+    finally:
+        live.db.dispose()
+        answering.db.dispose()
+
+
+def cycle_run(target: Target, n: int, clients: int, timeout: float) -> dict[str, Any]:
     """Park n turns, settle their n approvals, resume them to completion; each phase timed on its own."""
-    target = bench.target
     truncate_engine_tables(target)
-    held = HeldExecutor(rq_executor(target))
-    rt = harness_runtime(target, held)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(clients + 1)
+    shares = [n // clients + (1 if i < n % clients else 0) for i in range(clients)]
+    processes = [context.Process(target=client, args=(target, share, barrier)) for share in shares]
+    for process in processes:
+        process.start()
+    rt = harness_runtime(target, rq_executor(target))
     try:
         empty = engine_bytes(target)
-        for _ in range(n):
-            open_session(rt, REQUESTER, message="go")
+        barrier.wait(BARRIER_SECONDS)
         started = time.perf_counter()
-        held.release()
         wait_turns(target, "waiting", n, timeout)
         park = time.perf_counter() - started
+        barrier.wait(BARRIER_SECONDS)
         parked_bytes = engine_bytes(target) - empty
-        with psycopg.connect(target.conninfo) as conn:
-            request_ids = [r[0] for r in conn.execute("SELECT request_id FROM input_requests WHERE status = "
-                                                      "'pending'").fetchall()]
+        barrier.wait(BARRIER_SECONDS)
         started = time.perf_counter()
-        for request_id in request_ids:
-            submit_responses(rt, REQUESTER, [InputResponse(request_id=request_id, option_id="approve")])
+        barrier.wait(BARRIER_SECONDS)
         settle = time.perf_counter() - started
+        with psycopg.connect(target.conninfo) as conn:
+            rows = [(r[0], r[1], list(r[2])) for r in conn.execute("SELECT id, job, args FROM outbox ORDER BY id")]
         started = time.perf_counter()
-        held.release()
+        rt.push(rows)
         wait_turns(target, "completed", n, timeout)
         resume = time.perf_counter() - started
     finally:
         rt.db.dispose()
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
     return {
+        "clients": clients,
         "park_s": round(park, 3), "settle_s": round(settle, 3), "resume_s": round(resume, 3),
         "park_per_s": round(n / park, 1), "settle_per_s": round(n / settle, 1), "resume_per_s": round(n / resume, 1),
         "cycles_per_s": round(n / (park + settle + resume), 1),
