@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -44,6 +45,9 @@ class OutboxOnly:
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         return None
+
+    def waiting_since(self) -> datetime | None:
+        return None  # it cannot tell: the outbox sweep pushes after its interval
 
 
 def run(bench: Bench) -> dict[str, Any]:

@@ -159,12 +159,14 @@ def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
 
 
 def stale_sessions(rt: Runtime, limit: int = 500) -> list[str]:
-    """Channel sessions whose events are not all delivered (for sweep())."""
+    """Channel sessions whose events are not all delivered and whose delivery is not queued (for sweep(); a
+    queued delivery's job is in the outbox, which push_outbox() recovers)."""
     if not rt.channels:
         return []
     with rt.db.read() as db:
         return list(db.execute(select(Session.id).where(
             Session.channel.in_(list(rt.channels)), Session.delivered_seq < Session.event_seq,
+            Session.delivery_queued.is_(False),
             (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < rt.now()),
         ).limit(limit)).scalars())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from . import defaults
@@ -20,14 +21,22 @@ class InlineExecutor:
     def __init__(self, workers: int = defaults.INLINE_WORKERS) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hitl-job")
         self._pending = 0
+        self._waiting: dict[str, datetime] = {}  # job id -> when it was pushed, until it starts
         self._idle = threading.Condition()
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         with self._idle:
             self._pending += 1
+            self._waiting[job_id] = runtime.now()
         self._pool.submit(self._run, runtime, job, args, job_id, outbox_id)
 
+    def waiting_since(self) -> datetime | None:
+        with self._idle:
+            return min(self._waiting.values(), default=None)
+
     def _run(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        with self._idle:
+            self._waiting.pop(job_id, None)
         try:
             perform(runtime, job, outbox_id, args)
         except Exception:
@@ -68,3 +77,15 @@ class RQExecutor:
             )
         except RedisError as exc:
             raise ExecutorUnavailable(str(exc)) from exc
+
+    def waiting_since(self) -> datetime | None:
+        """The `enqueued_at` of the job at the head of the queue (RQ's queues are first in, first out)."""
+        from redis.exceptions import RedisError
+
+        try:
+            head = self.queue.get_job_ids(0, 1)
+            job = self.queue.fetch_job(head[0]) if head else None
+        except RedisError:
+            log.warning("could not read the head of the queue", exc_info=True)
+            return None
+        return job.enqueued_at if job is not None else None

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
 from .delivery import stale_sessions
@@ -47,6 +50,8 @@ def sweep(rt: Runtime) -> SweepReport:
                 Turn.updated_at < now - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS),
             )
         ).scalars())
+        queued = owed(db, "run_turn", stuck)  # their jobs wait in the outbox: push_outbox() sees to them
+    stuck = [turn_id for turn_id in stuck if turn_id not in queued]
     report.expired = expire_requests(rt)
     for turn_id in expired:
         report.recovered += recover_turn(rt, turn_id)
@@ -102,7 +107,7 @@ def recover_turn(rt: Runtime, turn_id: str) -> int:
 
 
 def requeue(rt: Runtime, turn_id: str) -> int:
-    """A queued turn that no job picked up (lost in Redis, or never pushed): enqueue it again."""
+    """A queued turn that no job will pick up (its job started and died without a retry): enqueue it again."""
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
         if turn.status != "queued":
@@ -115,13 +120,16 @@ def requeue(rt: Runtime, turn_id: str) -> int:
 
 
 def redeliver(rt: Runtime) -> int:
-    """Channel sessions with undelivered events, and inbound items never applied, get their jobs again."""
+    """Channel sessions with undelivered events and no delivery queued, and inbound items never applied whose
+    job is no longer in the outbox, get their jobs again."""
     cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS)
     sessions = stale_sessions(rt)
     with rt.db.read() as db:
-        items = list(db.execute(select(Inbound.id).where(
+        unapplied = list(db.execute(select(Inbound.id).where(
             Inbound.processed_at.is_(None), Inbound.item.is_not(None), Inbound.received_at < cutoff).limit(500)
         ).scalars())
+        queued = owed(db, "process_inbound", unapplied)
+    items = [i for i in unapplied if i not in queued]
     with rt.transaction() as db:
         for session_id in sessions:
             rt.enqueue(db, "deliver", session_id)
@@ -131,10 +139,15 @@ def redeliver(rt: Runtime) -> int:
 
 
 def push_outbox(rt: Runtime) -> int:
-    """Push again the outbox rows whose job has not started a while after its push (the push was lost, or the
-    queue is that far behind: a job runs twice safely), and give them that while again."""
+    """Push again the outbox rows whose job has not started a while after its push, and give them that while
+    again. A row pushed after the oldest job still waiting in the queue is not pushed again: its job waits
+    behind that one (a queue that far behind is not fed duplicates, which would put it further behind);
+    once the queue has moved past it, a row still here was lost."""
     now = rt.now()
     cutoff = now - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    waiting_since = rt.executor.waiting_since()
+    if waiting_since is not None:
+        cutoff = min(cutoff, waiting_since)
     with rt.transaction() as db:
         rows = [
             (row.id, row.job, list(row.args))
@@ -148,6 +161,16 @@ def push_outbox(rt: Runtime) -> int:
     if rows:
         rt.push(rows)
     return len(rows)
+
+
+def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
+    """Which of `firsts` have a `job` in the outbox (by its first argument): jobs pushed and not yet started,
+    whose lost pushes push_outbox() recovers."""
+    if not firsts:
+        return set()
+    wanted = set(firsts)
+    args = db.execute(select(Outbox.args).where(Outbox.job == job)).scalars()
+    return {a[0] for a in args if a and a[0] in wanted}
 
 
 class Sweeper:

@@ -31,6 +31,11 @@ class Executor(Protocol):
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         """Run `job(*args)` later; the job must run inside `running_job(outbox_id)`."""
 
+    def waiting_since(self) -> datetime | None:
+        """When the oldest job still waiting in the queue was pushed; None when none waits, or when the
+        executor cannot tell. Jobs start in the order they were pushed, so a job pushed before that time
+        and not started was lost."""
+
 
 _job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
 """The outbox row of the job this thread runs, until a transaction of the job deletes it."""

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import threading
+import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 
 from engine import defaults
 from engine.db import Database
-from engine.executors import InlineExecutor
-from engine.recovery import push_outbox
+from engine.events import emit
+from engine.executors import InlineExecutor, RQExecutor
+from engine.inbound import accept, message_item
+from engine.recovery import push_outbox, sweep
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Outbox, Turn
+from engine.tables import Inbound, Outbox, Session, Turn
 from tests.conftest import Stack
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
+from tests.support.fake_channel import RecordingChannel
 
 
 class Dropped:
@@ -28,6 +33,9 @@ class Dropped:
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         self.pushed.append((job, args))
+
+    def waiting_since(self) -> datetime | None:
+        return None  # it cannot tell: the outbox sweep pushes after its interval
 
 
 def outbox_rows(rt: Runtime) -> list[tuple[str, list[Any]]]:
@@ -74,4 +82,115 @@ def test_a_lost_push_is_pushed_again_once_per_interval(tmp_path: Path) -> None:
             assert session.get_one(Turn, opened.turn_id).status == "completed"
         assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-2"]
     finally:
+        db.dispose()
+
+
+class Behind(Dropped):
+    """A queue that is behind: the oldest job still waiting in it was pushed at `head`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head: datetime | None = None
+
+    def waiting_since(self) -> datetime | None:
+        return self.head
+
+
+def test_a_queue_that_is_behind_is_not_fed_duplicates(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
+    db.upgrade()
+    behind = Behind()
+    now = Runtime(db, test_agent, behind).now()
+    clock = {"now": now}
+    rt = Runtime(db, test_agent, behind, clock=lambda: clock["now"])
+    try:
+        open_session(rt, None, message=script([("lookup", {"order_id": "o-3"})], final="late"))
+        clock["now"] = now + 3 * timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+        behind.head = now - timedelta(seconds=1)  # a job pushed before ours has not started: ours waits behind it
+        assert push_outbox(rt) == 0
+        behind.head = now + timedelta(seconds=1)  # the queue has moved past ours, which is still here: lost
+        assert push_outbox(rt) == 1
+        assert len(behind.pushed) == 2
+    finally:
+        db.dispose()
+
+
+def aged(rt: Runtime, minutes: int = 5) -> None:
+    """Everything queued and pushed `minutes` ago."""
+    long_ago = rt.now() - timedelta(minutes=minutes)
+    with rt.db.write() as db:
+        db.execute(update(Outbox).values(available_at=long_ago))
+        db.execute(update(Turn).values(updated_at=long_ago))
+        db.execute(update(Inbound).values(received_at=long_ago))
+
+
+def test_sweep_makes_a_job_again_only_for_work_whose_job_left_the_outbox(tmp_path: Path) -> None:
+    """A queued turn, a channel delivery or an inbound item whose job is still in the outbox is pushed again
+    from its row (once), not given a second job; one whose job started and died gets a new job."""
+    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
+    db.upgrade()
+    dropped = Dropped()
+    rt = Runtime(db, test_agent, dropped, channels={"fake": RecordingChannel()})
+    try:
+        opened = open_session(rt, None, message="hi", channel="fake", address="fake:room:1")
+        with rt.transaction() as session:  # an event to deliver there
+            emit(session, opened.session_id, "assistant.message", {"text": "hello"}, turn_id=None, at=rt.now())
+        accept(rt, "fake", "evt-1", None, b"{}", message_item("fake:room:1", "again"))
+        aged(rt)
+        queued = sorted(outbox_rows(rt))
+        assert [job for job, _ in queued] == ["deliver", "process_inbound", "run_turn"]
+
+        report = sweep(rt)
+
+        assert (report.requeued, report.redelivered, report.pushed) == (0, 0, 3)
+        assert sorted(outbox_rows(rt)) == queued
+
+        with db.write() as session:  # the three jobs started (each took its row) and died
+            session.execute(delete(Outbox))
+            session.execute(update(Session).values(delivery_queued=False))
+        aged(rt)
+        report = sweep(rt)
+
+        assert (report.requeued, report.redelivered) == (1, 2)
+        assert sorted(outbox_rows(rt)) == queued
+        assert opened.turn_id in {args[0] for job, args in queued if job == "run_turn"}
+    finally:
+        db.dispose()
+
+
+def test_each_executor_tells_when_its_oldest_waiting_job_was_pushed(redis_url: str, tmp_path: Path) -> None:
+    """RQ: the head of the queue's `enqueued_at`; in process: the oldest job not started. None when none waits."""
+    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
+    db.upgrade()
+    rq = RQExecutor(redis_url, f"test-head-{uuid.uuid4().hex[:8]}")
+    inline = InlineExecutor(1)
+    gate = threading.Event()
+    try:
+        assert rq.waiting_since() is None
+        rt = Runtime(db, test_agent, rq)
+        before = rt.now()
+        rq.submit(rt, "sweep", [], "first", 1)
+        rq.submit(rt, "sweep", [], "second", 2)
+        head = rq.waiting_since()
+        assert head is not None and before <= head <= rt.now()
+        rq.queue.remove("first")
+        later = rq.waiting_since()
+        assert later is not None and later >= head
+        rq.queue.empty()
+        assert rq.waiting_since() is None
+
+        assert inline.waiting_since() is None
+        inline._pool.submit(gate.wait, 10)  # the only thread is busy: jobs wait
+        rt = Runtime(db, test_agent, inline)
+        before = rt.now()
+        inline.submit(rt, "sweep", [], "waits", 1)
+        waiting = inline.waiting_since()
+        assert waiting is not None and before <= waiting <= rt.now()
+        gate.set()
+        assert inline.join()
+        assert inline.waiting_since() is None
+    finally:
+        gate.set()
+        inline.shutdown()
+        rq.queue.delete(delete_jobs=True)
         db.dispose()

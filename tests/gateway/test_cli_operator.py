@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ class LostJobs:
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         pass
+
+    def waiting_since(self) -> datetime | None:
+        return None  # it cannot tell: the outbox sweep pushes after its interval
 
 
 def test_sessions_lists_newest_first_with_their_open_requests(hitl: Hitl, app: Stack) -> None:
