@@ -37,7 +37,7 @@ class Sizes:
 
 
 FULL = Sizes(cycles=500, rates=(20, 50, 100, 200), rate_seconds=10.0, drain_seconds=120.0,
-             scale_levels=(1000, 10000, 100000), scale_samples=30, cost_parked=10000, warm_cycles=20,
+             scale_levels=(1000, 10000, 100000), scale_samples=100, cost_parked=10000, warm_cycles=20,
              peer_threads=1000, floor_items=2000)
 QUICK = Sizes(cycles=4, rates=(20, 50, 200), rate_seconds=0.1, drain_seconds=20.0, scale_levels=(50, 200),
               scale_samples=3, cost_parked=100, warm_cycles=2, peer_threads=8, floor_items=30, sweep_seconds=2.0)
