@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,11 @@ from typing import Any, cast
 
 from sqlalchemy import Executable, create_engine, event
 from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+
+from . import defaults
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -27,18 +32,21 @@ class Database:
     """One SQLAlchemy engine and its session factory.
 
     On SQLite every write transaction starts with BEGIN IMMEDIATE, so two writers queue on the busy
-    timeout instead of failing on a stale read snapshot; reads use a plain deferred BEGIN.
+    timeout instead of failing on a stale read snapshot; reads use a plain deferred BEGIN. On PostgreSQL a
+    pooled connection that sat idle is pinged before use (see `_ping_when_idle`).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, ping_after_idle: float = defaults.PING_IDLE_CONNECTION_AFTER_SECONDS) -> None:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        kwargs: dict[str, Any] = {"pool_pre_ping": not self.is_sqlite}
+        kwargs: dict[str, Any] = {}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine: Engine = create_engine(self.url, **kwargs)
         if self.is_sqlite:
             _configure_sqlite(self.engine)
+        else:
+            _ping_when_idle(self.engine, ping_after_idle)
         self._writer = sessionmaker(self.engine, expire_on_commit=False)
         self._reader = sessionmaker(
             self.engine.execution_options(hitl_readonly=True), expire_on_commit=False
@@ -75,6 +83,30 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
+    """Ping a pooled connection before use only when it sat in the pool `idle_seconds` or more.
+
+    `pool_pre_ping` pings on every checkout: one more round trip per transaction, about a tenth of a
+    park/resume cycle. A connection handed back moments ago is alive unless the server restarted in
+    between; that rare case fails one transaction, SQLAlchemy then recycles every older connection of the
+    pool, and the caller's retry (RQ's, Slack's, the client's) finds fresh ones.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection) -> None:
+        checked_in_at = record.info.get("checked_in_at")
+        if checked_in_at is None or time.monotonic() - checked_in_at < idle_seconds:
+            return  # new, or back in the pool only just now
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"a pooled connection is gone: {exc}") from exc  # the pool reconnects
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -12,6 +12,9 @@ SWEEP_QUEUED_TURN_AFTER_SECONDS = 30
 RESPONSE_POLICY_TIMEOUT_SECONDS = 10.0
 """An async response policy slower than this leaves its candidate `timed-out`."""
 
+PING_IDLE_CONNECTION_AFTER_SECONDS = 5.0
+"""A pooled PostgreSQL connection idle this long is pinged before use (one used more recently is not)."""
+
 INLINE_WORKERS = 4
 """Threads of the in-process executor."""
 
