@@ -7,6 +7,7 @@ key before the cursor moves, so a retried job never posts twice.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,26 +29,41 @@ LEASE = timedelta(seconds=60)
 
 def deliver(rt: Runtime, session_id: str) -> None:
     """Job body: deliver every event not yet delivered; safe to run twice or concurrently."""
-    while claim(rt, session_id):
+    while (pending := claim(rt, session_id)) is not None:
         delivered: list[int] = []
         try:
-            deliver_pending(rt, session_id, delivered)
+            hand_over(rt, session_id, pending, delivered)
         finally:
             behind = release(rt, session_id, delivered[-1] if delivered else 0)
         if not behind:
             return
 
 
-def claim(rt: Runtime, session_id: str) -> bool:
-    """Take the session's delivery lease. The queued flag is cleared first, whatever happens: events written
-    from now on queue a new job, and a deliverer holding the lease re-checks before it lets go."""
+@dataclass(frozen=True)
+class Pending:
+    """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter."""
+
+    adapter: ChannelAdapter | None
+    info: Any
+    events: list[Event]
+
+
+def claim(rt: Runtime, session_id: str) -> Pending | None:
+    """Take the session's delivery lease and read the events after the cursor (None: another deliverer holds
+    it). The queued flag is cleared first, whatever happens: events written from now on queue a new job, and
+    a deliverer holding the lease re-checks before it lets go."""
     with rt.transaction() as db:
         now = rt.now()
         db.execute(update(Session).where(Session.id == session_id).values(delivery_queued=False))
-        return changed(db, update(Session).where(
+        if changed(db, update(Session).where(
             Session.id == session_id,
             (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
-        ).values(delivery_lease_until=now + LEASE)) == 1
+        ).values(delivery_lease_until=now + LEASE)) != 1:
+            return None
+        session = db.get_one(Session, session_id)
+        events = list(db.execute(select(Event).where(
+            Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
+        return Pending(rt.channels.get(session.channel), session_info(session), events)
 
 
 def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
@@ -60,20 +76,14 @@ def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
         ).returning(Session.delivered_seq < Session.event_seq)).scalar_one()
 
 
-def deliver_pending(rt: Runtime, session_id: str, delivered: list[int]) -> None:
-    """Hand the events after the cursor to the adapter, appending each one's seq to `delivered` once it is
-    handled. The cursor moves when the lease is released: a delivery cut short starts again from the first
-    event not handled, and one cut shorter still (a killed worker) hands events again, whose posts are
-    keyed, so nothing is posted twice."""
-    with rt.db.read() as db:
-        session = db.get_one(Session, session_id)
-        adapter = rt.channels.get(session.channel)
-        events = list(db.execute(select(Event).where(
-            Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
-        info = session_info(session)
-    for event in events:
-        if adapter is not None:
-            Delivery(rt, adapter, session_id, info).handle(event)
+def hand_over(rt: Runtime, session_id: str, pending: Pending, delivered: list[int]) -> None:
+    """Hand the pending events to the adapter, appending each one's seq to `delivered` once it is handled.
+    The cursor moves when the lease is released: a delivery cut short starts again from the first event not
+    handled, and one cut shorter still (a killed worker) hands events again, whose posts are keyed, so
+    nothing is posted twice."""
+    for event in pending.events:
+        if pending.adapter is not None:
+            Delivery(rt, pending.adapter, session_id, pending.info).handle(event)
         delivered.append(event.seq)
 
 
@@ -103,7 +113,9 @@ class Delivery:
         with self.rt.db.read() as db:
             if db.execute(select(Post.id).where(Post.session_id == self.session_id, Post.key == key)).first():
                 return
-        ref = post()
+        self.record(key, post())
+
+    def record(self, key: str, ref: Any) -> None:
         with self.rt.transaction() as db:
             db.add(Post(session_id=self.session_id, key=key, channel=self.adapter.name,
                         ref=str(ref) if ref is not None else None, created_at=self.rt.now()))
@@ -115,14 +127,16 @@ class Delivery:
         self.once(f"event:{seq}", lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
 
     def settled(self, request_id: str) -> None:
+        """Update the request's prompt, once, where it was shown."""
+        shown_key, settled_key = f"request:{request_id}", f"settled:{request_id}"
         with self.rt.db.read() as db:
-            shown = db.execute(select(Post).where(Post.session_id == self.session_id,
-                                                  Post.key == f"request:{request_id}")).scalar_one_or_none()
+            posts = {key: ref for key, ref in db.execute(select(Post.key, Post.ref).where(
+                Post.session_id == self.session_id, Post.key.in_([shown_key, settled_key])))}
             request = request_out(db.get_one(InputRequest, request_id))
-        if shown is None:
-            return  # never shown here (a text channel's queue skipped it): nothing to update
-        ref = shown.ref
-        self.once(f"settled:{request_id}", lambda: self.adapter.settle(self.info, request, ref))
+        if shown_key not in posts or settled_key in posts:
+            return  # never shown here (a text channel's queue skipped it), or updated already
+        self.adapter.settle(self.info, request, posts[shown_key])
+        self.record(settled_key, None)
 
     def show_open(self) -> None:
         """Every open request (or, for a text channel, only the first) that is not shown yet."""
