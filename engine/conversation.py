@@ -129,14 +129,15 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
         current = active_turn(db, session_id)
         if current is None:
             raise Conflict("the session has no turn to cancel", {"sessionId": session_id})
-        turn = lock_turn(db, current.id)
+        turn = lock_turn(db, current.id, session_id)
         for request in open_in_order(db, InputRequest.turn_id == turn.id):
             close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
         stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))
                              .order_by(ToolCall.step, ToolCall.position)).scalars()
         for call in stopped:
             reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status="cancelled")
-        end_turn(rt, db, turn, latest_run(db, turn.id), "cancelled")
+        run = latest_run(db, turn.id)
+        end_turn(rt, db, turn, run.id if run is not None else None, "cancelled")
         return turn.id
 
 

@@ -65,9 +65,8 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
 def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
-        run = db.get_one(Run, run_id)
-        if turn.status == "running" and run.status == "running":
-            end_turn(rt, db, turn, run, "failed", error=error)
+        if turn.status == "running" and db.get_one(Run, run_id).status == "running":
+            end_turn(rt, db, turn, run_id, "failed", error=error)
 
 
 @dataclass(frozen=True)
@@ -350,7 +349,7 @@ class Driver:
             return CallModel(model_view(self.agent.instructions, messages), messages[-1].seq if messages else 0)
         limit = db.get(InputRequest, limit_request_id(turn))
         if limit is not None and limit.status == "resolved":  # a `continue` raised the budget; anything else stops
-            end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "cancelled")
+            end_turn(self.rt, db, turn, self.run_id, "cancelled")
             return None
         if limit is None:
             request = open_request(
@@ -388,7 +387,7 @@ class Driver:
             self.reject_unusable(db, turn, call)
         if calls or steered_since(db, turn, done.seen):
             return self.next_work(db, turn)
-        end_turn(self.rt, db, turn, db.get_one(Run, self.run_id), "completed", result=reply.text)
+        end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)
         return None
 
     def reject_unusable(self, db: DbSession, turn: Turn, call: ToolCall) -> None:

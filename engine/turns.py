@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, ScalarSelect, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
@@ -26,10 +26,16 @@ def lock_session(db: DbSession, session_id: str) -> Session:
     """Load a session with its row locked. The transaction holds it (`events.hold`): later `get()`s of the
     session in the same transaction read the identity map, and its events and messages are numbered without
     a statement each."""
-    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
+    session = _locked(db, Session.id == session_id)
     if session is None:
         raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-    hold(db, session)
+    return session
+
+
+def _locked(db: DbSession, where: ColumnElement[bool]) -> Session | None:
+    session = db.execute(select(Session).where(where).with_for_update()).scalar_one_or_none()
+    if session is not None:
+        hold(db, session)
     return session
 
 
@@ -38,12 +44,18 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
 
     Locks are always taken session row first, then turn row: appending an event locks the session row
     too, so every transaction that holds a turn and emits takes them in the same order (no deadlock).
-    Pass the turn's `session_id` when it is known, to save a query.
+    Pass the turn's `session_id` when it is known, to save a subquery.
     """
     if session_id is None:
-        session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one()
-    lock_session(db, session_id)
+        if _locked(db, Session.id == _session_of(turn_id)) is None:
+            raise NotFound(f"no turn {turn_id!r}", {"turnId": turn_id})
+    else:
+        lock_session(db, session_id)
     return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+
+
+def _session_of(turn_id: str) -> ScalarSelect[str]:
+    return select(Turn.session_id).where(Turn.id == turn_id).scalar_subquery()
 
 
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
@@ -86,16 +98,16 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
 
 
 def end_turn(
-    rt: Runtime, db: DbSession, turn: Turn, run: Run | None, status: str, *, result: str | None = None,
+    rt: Runtime, db: DbSession, turn: Turn, run_id: str | None, status: str, *, result: str | None = None,
     error: dict[str, Any] | None = None,
 ) -> None:
-    """Close the turn and its active run (an interrupted run stays as it was), then start the session's next
-    queued turn or report it idle."""
+    """Close the turn and its run `run_id` if still active (an interrupted run stays as it was), then start
+    the session's next queued turn or report it idle."""
     now = rt.now()
-    if run is not None and run.status in ("running", "resuming"):
-        run.status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
-        run.ended_at = now
-        run.error = error
+    if run_id is not None:
+        run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
+        db.execute(update(Run).where(Run.id == run_id, Run.status.in_(["running", "resuming"]))
+                   .values(status=run_status, ended_at=now, error=error))
     turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
     if status == "completed":
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
@@ -124,15 +136,15 @@ def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
 def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     """In the caller's transaction: move the turn from `queued` to `running` under its lock and open (or
     activate) its Run; returns the locked turn and the run's id, or None when the turn is not this job's to run."""
-    session_id = db.execute(select(Turn.session_id).where(Turn.id == turn_id)).scalar_one_or_none()
-    if session_id is None:
+    session = _locked(db, Session.id == _session_of(turn_id))
+    if session is None:
         return None
-    turn = lock_turn(db, turn_id, session_id)
+    turn = db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
     if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
         return None
     now = rt.now()
     turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
-    db.get_one(Session, turn.session_id).status = "active"
+    session.status = "active"
     run = latest_run(db, turn_id)
     if run is not None and run.status == "resuming":
         run.status, run.started_at = "running", now
