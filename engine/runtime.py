@@ -40,6 +40,14 @@ class Executor(Protocol):
 _job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
 """The outbox row of the job this thread runs, until a transaction of the job deletes it."""
 
+OutboxRow = tuple[int, str, list[Any]]
+"""A committed outbox row: its id, its job and the job's arguments."""
+
+FOLLOW_UP_JOBS = frozenset({"run_turn"})
+"""Jobs that a job which commits them runs itself when it ends (see `Runtime.following`)."""
+
+_follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
+
 
 class Runtime:
     """Everything a job needs, built once per process by the gateway (web) or the worker."""
@@ -84,6 +92,10 @@ class Runtime:
             rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
         if job_row is not None:
             _job_row.set(None)
+        later = _follow_ups.get()
+        if later is not None:
+            later.extend(row for row in rows if row[1] in FOLLOW_UP_JOBS)
+            rows = [row for row in rows if row[1] not in FOLLOW_UP_JOBS]
         if rows:
             self.push(rows)
 
@@ -100,6 +112,26 @@ class Runtime:
                 with self.transaction():
                     pass
             _job_row.reset(token)
+
+    @contextmanager
+    def following(self, collect: bool = True) -> Iterator[list[OutboxRow]]:
+        """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
+        answered a request (or started a turn) then runs the turn itself, in the same worker, without a trip
+        through the queue. Their outbox rows stay until each starts, as for any job: if this process dies
+        first, sweep() pushes them. If the block fails, what it collected is pushed as usual. With `collect`
+        False, nothing is collected (the jobs are pushed)."""
+        later: list[OutboxRow] = []
+        if not collect:
+            yield later
+            return
+        token = _follow_ups.set(later)
+        try:
+            yield later
+        except BaseException:
+            _follow_ups.reset(token)
+            self.push(later)
+            raise
+        _follow_ups.reset(token)
 
     def _deliver_events(self, session: Session) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
@@ -122,7 +154,7 @@ class Runtime:
         session.add(row)
         session.info.setdefault("outbox", []).append(row)
 
-    def push(self, rows: list[tuple[int, str, list[Any]]]) -> None:
+    def push(self, rows: list[OutboxRow]) -> None:
         """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes
         again the rows whose job has not started in a while (a lost push)."""
         for row_id, job, args in rows:

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import delete, select, update
 
 from engine import defaults
 from engine.db import Database
 from engine.events import emit
 from engine.executors import InlineExecutor, RQExecutor
-from engine.inbound import accept, message_item
+from engine.inbound import accept, message_item, responses_item
+from engine.jobs import perform
+from engine.protocol import InputResponse, api_key_principal
 from engine.recovery import push_outbox, sweep
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Inbound, Outbox, Session, Turn
+from engine.tables import Inbound, InputRequest, Outbox, Session, Turn
 from tests.conftest import Stack
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
@@ -30,12 +34,35 @@ class Dropped:
 
     def __init__(self) -> None:
         self.pushed: list[tuple[str, list[Any]]] = []
+        self.rows: list[tuple[int, str, list[Any]]] = []
+        """What was pushed, with each job's outbox row: to run the job by hand."""
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         self.pushed.append((job, args))
+        self.rows.append((outbox_id, job, args))
+
+    def run(self, rt: Runtime, job: str) -> None:
+        """Run the last pushed `job` here, as a worker would."""
+        outbox_id, _, args = next(row for row in reversed(self.rows) if row[1] == job)
+        perform(rt, job, outbox_id, args)
 
     def waiting_since(self) -> datetime | None:
         return None  # it cannot tell: the outbox sweep pushes after its interval
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """A migrated SQLite database of the test's own."""
+    database = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
+    database.upgrade()
+    yield database
+    database.dispose()
+
+
+def clocked(db: Database, executor: Dropped) -> tuple[Runtime, dict[str, datetime]]:
+    """A runtime whose clock stands still at `clock["now"]` until the test moves it."""
+    clock = {"now": Runtime(db, test_agent, executor).now()}
+    return Runtime(db, test_agent, executor, clock=lambda: clock["now"]), clock
 
 
 def outbox_rows(rt: Runtime) -> list[tuple[str, list[Any]]]:
@@ -50,39 +77,33 @@ def test_a_jobs_outbox_row_leaves_with_the_job(stack: Stack) -> None:
     assert outbox_rows(stack.rt) == []
 
 
-def test_a_lost_push_is_pushed_again_once_per_interval(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
-    db.upgrade()
+def test_a_lost_push_is_pushed_again_once_per_interval(db: Database) -> None:
     dropped = Dropped()
-    now = Runtime(db, test_agent, dropped).now()
-    clock = {"now": now}
-    rt = Runtime(db, test_agent, dropped, clock=lambda: clock["now"])
-    try:
-        opened = open_session(rt, None, message=script([("lookup", {"order_id": "o-2"})], final="late"))
-        assert dropped.pushed == [("run_turn", [opened.turn_id])]
-        assert outbox_rows(rt) == [("run_turn", [opened.turn_id])]  # the job never started
+    rt, clock = clocked(db, dropped)
+    now = clock["now"]
+    opened = open_session(rt, None, message=script([("lookup", {"order_id": "o-2"})], final="late"))
+    assert dropped.pushed == [("run_turn", [opened.turn_id])]
+    assert outbox_rows(rt) == [("run_turn", [opened.turn_id])]  # the job never started
 
-        interval = timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
-        assert push_outbox(rt) == 0  # just pushed: its job may still be in the queue
-        clock["now"] = now + interval
-        assert push_outbox(rt) == 1
-        assert push_outbox(rt) == 0  # pushed again: another interval before the next try
-        clock["now"] = now + 2 * interval
-        assert push_outbox(rt) == 1
-        assert dropped.pushed == [("run_turn", [opened.turn_id])] * 3
+    interval = timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    assert push_outbox(rt) == 0  # just pushed: its job may still be in the queue
+    clock["now"] = now + interval
+    assert push_outbox(rt) == 1
+    assert push_outbox(rt) == 0  # pushed again: another interval before the next try
+    clock["now"] = now + 2 * interval
+    assert push_outbox(rt) == 1
+    assert dropped.pushed == [("run_turn", [opened.turn_id])] * 3
 
-        inline = InlineExecutor(1)
-        rt.executor = inline
-        clock["now"] = now + 3 * interval
-        assert push_outbox(rt) == 1
-        assert inline.join()
-        inline.shutdown()
-        assert outbox_rows(rt) == []  # the job ran: its row is gone, nothing is pushed again
-        with db.read() as session:
-            assert session.get_one(Turn, opened.turn_id).status == "completed"
-        assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-2"]
-    finally:
-        db.dispose()
+    inline = InlineExecutor(1)
+    rt.executor = inline
+    clock["now"] = now + 3 * interval
+    assert push_outbox(rt) == 1
+    assert inline.join()
+    inline.shutdown()
+    assert outbox_rows(rt) == []  # the job ran: its row is gone, nothing is pushed again
+    with db.read() as session:
+        assert session.get_one(Turn, opened.turn_id).status == "completed"
+    assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-2"]
 
 
 class Behind(Dropped):
@@ -96,23 +117,17 @@ class Behind(Dropped):
         return self.head
 
 
-def test_a_queue_that_is_behind_is_not_fed_duplicates(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
-    db.upgrade()
+def test_a_queue_that_is_behind_is_not_fed_duplicates(db: Database) -> None:
     behind = Behind()
-    now = Runtime(db, test_agent, behind).now()
-    clock = {"now": now}
-    rt = Runtime(db, test_agent, behind, clock=lambda: clock["now"])
-    try:
-        open_session(rt, None, message=script([("lookup", {"order_id": "o-3"})], final="late"))
-        clock["now"] = now + 3 * timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
-        behind.head = now - timedelta(seconds=1)  # a job pushed before ours has not started: ours waits behind it
-        assert push_outbox(rt) == 0
-        behind.head = now + timedelta(seconds=1)  # the queue has moved past ours, which is still here: lost
-        assert push_outbox(rt) == 1
-        assert len(behind.pushed) == 2
-    finally:
-        db.dispose()
+    rt, clock = clocked(db, behind)
+    now = clock["now"]
+    open_session(rt, None, message=script([("lookup", {"order_id": "o-3"})], final="late"))
+    clock["now"] = now + 3 * timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    behind.head = now - timedelta(seconds=1)  # a job pushed before ours has not started: ours waits behind it
+    assert push_outbox(rt) == 0
+    behind.head = now + timedelta(seconds=1)  # the queue has moved past ours, which is still here: lost
+    assert push_outbox(rt) == 1
+    assert len(behind.pushed) == 2
 
 
 def aged(rt: Runtime, minutes: int = 5) -> None:
@@ -124,44 +139,37 @@ def aged(rt: Runtime, minutes: int = 5) -> None:
         db.execute(update(Inbound).values(received_at=long_ago))
 
 
-def test_sweep_makes_a_job_again_only_for_work_whose_job_left_the_outbox(tmp_path: Path) -> None:
+def test_sweep_makes_a_job_again_only_for_work_whose_job_left_the_outbox(db: Database) -> None:
     """A queued turn, a channel delivery or an inbound item whose job is still in the outbox is pushed again
     from its row (once), not given a second job; one whose job started and died gets a new job."""
-    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
-    db.upgrade()
     dropped = Dropped()
     rt = Runtime(db, test_agent, dropped, channels={"fake": RecordingChannel()})
-    try:
-        opened = open_session(rt, None, message="hi", channel="fake", address="fake:room:1")
-        with rt.transaction() as session:  # an event to deliver there
-            emit(session, opened.session_id, "assistant.message", {"text": "hello"}, turn_id=None, at=rt.now())
-        accept(rt, "fake", "evt-1", None, b"{}", message_item("fake:room:1", "again"))
-        aged(rt)
-        queued = sorted(outbox_rows(rt))
-        assert [job for job, _ in queued] == ["deliver", "process_inbound", "run_turn"]
+    opened = open_session(rt, None, message="hi", channel="fake", address="fake:room:1")
+    with rt.transaction() as session:  # an event to deliver there
+        emit(session, opened.session_id, "assistant.message", {"text": "hello"}, turn_id=None, at=rt.now())
+    accept(rt, "fake", "evt-1", None, b"{}", message_item("fake:room:1", "again"))
+    aged(rt)
+    queued = sorted(outbox_rows(rt))
+    assert [job for job, _ in queued] == ["deliver", "process_inbound", "run_turn"]
 
-        report = sweep(rt)
+    report = sweep(rt)
 
-        assert (report.requeued, report.redelivered, report.pushed) == (0, 0, 3)
-        assert sorted(outbox_rows(rt)) == queued
+    assert (report.requeued, report.redelivered, report.pushed) == (0, 0, 3)
+    assert sorted(outbox_rows(rt)) == queued
 
-        with db.write() as session:  # the three jobs started (each took its row) and died
-            session.execute(delete(Outbox))
-            session.execute(update(Session).values(delivery_queued=False))
-        aged(rt)
-        report = sweep(rt)
+    with db.write() as session:  # the three jobs started (each took its row) and died
+        session.execute(delete(Outbox))
+        session.execute(update(Session).values(delivery_queued=False))
+    aged(rt)
+    report = sweep(rt)
 
-        assert (report.requeued, report.redelivered) == (1, 2)
-        assert sorted(outbox_rows(rt)) == queued
-        assert opened.turn_id in {args[0] for job, args in queued if job == "run_turn"}
-    finally:
-        db.dispose()
+    assert (report.requeued, report.redelivered) == (1, 2)
+    assert sorted(outbox_rows(rt)) == queued
+    assert opened.turn_id in {args[0] for job, args in queued if job == "run_turn"}
 
 
-def test_each_executor_tells_when_its_oldest_waiting_job_was_pushed(redis_url: str, tmp_path: Path) -> None:
+def test_each_executor_tells_when_its_oldest_waiting_job_was_pushed(redis_url: str, db: Database) -> None:
     """RQ: the head of the queue's `enqueued_at`; in process: the oldest job not started. None when none waits."""
-    db = Database(f"sqlite:///{tmp_path / 'outbox.db'}")
-    db.upgrade()
     rq = RQExecutor(redis_url, f"test-head-{uuid.uuid4().hex[:8]}")
     inline = InlineExecutor(1)
     gate = threading.Event()
@@ -193,4 +201,52 @@ def test_each_executor_tells_when_its_oldest_waiting_job_was_pushed(redis_url: s
         gate.set()
         inline.shutdown()
         rq.queue.delete(delete_jobs=True)
-        db.dispose()
+
+
+def test_the_job_that_applies_an_answer_resumes_the_turn_itself(db: Database) -> None:
+    """No trip through the queue: when process_inbound returns, the turn has run to its end."""
+    dropped, alice = Dropped(), api_key_principal("alice")
+    rt = Runtime(db, test_agent, dropped)
+    opened = open_session(rt, alice, message=script([("refund", {"charge_id": "ch_1", "amount": 5})]))
+    dropped.run(rt, "run_turn")
+    [request_id] = pending_request_ids(rt)
+    accept(rt, "fake", "click-1", alice, b"{}", responses_item([InputResponse(request_id=request_id,
+                                                                             option_id="approve")]))
+    dropped.pushed.clear()
+
+    dropped.run(rt, "process_inbound")
+
+    with db.read() as session:
+        assert session.get_one(Turn, opened.turn_id).status == "completed"
+    assert [e["charge_id"] for e in read_ledger() if e["tool"] == "refund"] == ["ch_1"]
+    assert dropped.pushed == []  # the resumed turn was not pushed to the queue
+    assert outbox_rows(rt) == []  # and its job's row left when it started
+
+
+def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
+    db: Database, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dropped, alice = Dropped(), api_key_principal("alice")
+    rt = Runtime(db, test_agent, dropped)
+    opened = open_session(rt, alice, message=script([("refund", {"charge_id": "ch_2", "amount": 5})]))
+    dropped.run(rt, "run_turn")
+    [request_id] = pending_request_ids(rt)
+    accept(rt, "fake", "click-2", alice, b"{}", responses_item([InputResponse(request_id=request_id,
+                                                                             option_id="approve")]))
+    dropped.pushed.clear()
+
+    def broken(*_: Any) -> bool:
+        raise RuntimeError("the database went away after the answer committed")
+
+    monkeypatch.setattr("engine.inbound.mark_processed", broken)
+    with pytest.raises(RuntimeError):
+        dropped.run(rt, "process_inbound")
+
+    assert dropped.pushed == [("run_turn", [opened.turn_id])]  # pushed, not lost with the failed job
+    assert ("run_turn", [opened.turn_id]) in outbox_rows(rt)
+    assert read_ledger() == []
+
+
+def pending_request_ids(rt: Runtime) -> list[str]:
+    with rt.db.read() as db:
+        return list(db.execute(select(InputRequest.request_id).where(InputRequest.status == "pending")).scalars())
