@@ -23,7 +23,7 @@ from .protocol import InputResponse, Principal
 from .responses import ResponseResult
 from .runtime import Runtime
 from .sessions import open_session
-from .tables import Inbound, Session
+from .tables import Inbound, InputRequest, Session
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,12 @@ def responses_item(responses: list[InputResponse], ref: str | None = None) -> di
     `ref`: the platform's reference to the person's message, for a channel that acknowledges it."""
     item = {"type": "responses", "responses": [r.wire() for r in responses]}
     return {**item, "ref": ref} if ref is not None else item
+
+
+def choice_item(request_id: str, position: int) -> dict[str, Any]:
+    """An inbound item that picks option number `position` (1-based, as shown) of a request. The option is
+    looked up when the item is applied, so the webhook that stores it reads nothing."""
+    return {"type": "choice", "requestId": request_id, "position": position}
 
 
 def message_item(address: str, text: str, ref: str | None = None) -> dict[str, Any]:
@@ -79,6 +85,8 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
             return
         item, channel = dict(row.item or {}), row.channel
         principal = Principal.model_validate(row.principal) if row.principal else None
+        if item.get("type") == "choice":
+            item = chosen(db, item)
     adapter, ref = rt.channels.get(channel), item.get("ref")
     acknowledge(adapter, ref, "received")
     results: list[ResponseResult] = []
@@ -94,6 +102,18 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
             mark_processed(rt, db, inbound_id)
     for status in dict.fromkeys(result.status for result in results):
         acknowledge(adapter, ref, status)
+
+
+def chosen(db: DbSession, item: dict[str, Any]) -> dict[str, Any]:
+    """A choice item as the responses item it stands for; a choice of no known request or option is kept for
+    the audit trail only (an empty item: applying it does nothing)."""
+    request = db.get(InputRequest, item["requestId"])
+    options = request.options if request is not None else []
+    position = item["position"]
+    if not 1 <= position <= len(options):
+        log.info("inbound choice %s of request %s: no such request or option", position, item["requestId"])
+        return {}
+    return responses_item([InputResponse(request_id=item["requestId"], option_id=options[position - 1]["id"])])
 
 
 def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) -> None:

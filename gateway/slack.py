@@ -46,7 +46,7 @@ from adapters.slack import (
     verify_slack_signature,
 )
 from engine.db import normalize_url
-from engine.inbound import accept, message_item, responses_item
+from engine.inbound import accept, choice_item, message_item, responses_item
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.requests import request_out
 from engine.runtime import Runtime
@@ -202,18 +202,12 @@ class Listeners:
 
     def click(self, ack: Ack, body: dict[str, Any], request: BoltRequest, client: WebClient) -> None:
         click = parse_block_actions(body)
-        shown = find_request(self.rt, click.request_id)
-        if click.wants_to_type:
+        if click.position is None:  # "type an answer": the modal shows the request
+            shown = find_request(self.rt, click.request_id)
             if shown is not None:
                 open_answer_modal(client, click, shown)
-        else:
-            options = shown.options if shown is not None else []
-            position = click.position or 0
-            item = None  # a click on a card this gateway does not know: kept for the audit trail only
-            if 1 <= position <= len(options):
-                response = InputResponse(request_id=click.request_id, option_id=options[position - 1].id)
-                item = responses_item([response])
-            self.store(click.external_id, click.principal, request, item)
+        else:  # the job that applies it looks the option up (a click on a card we do not know: audit only)
+            self.store(click.external_id, click.principal, request, choice_item(click.request_id, click.position))
         ack()
 
     def typed(self, ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:

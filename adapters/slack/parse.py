@@ -206,7 +206,7 @@ class BlockActions(Interaction):
 
 @dataclass(frozen=True)
 class Click:
-    """A person used a control of a request's card: picked option number `position`, or asked to type."""
+    """A person used a control of a request's card: picked option number `position`, or asked to type (None)."""
 
     external_id: str
     principal: Principal
@@ -214,10 +214,6 @@ class Click:
     position: int | None
     channel_id: str | None
     trigger_id: str | None
-
-    @property
-    def wants_to_type(self) -> bool:
-        return self.position is None
 
 
 def parse_block_actions(body: dict[str, Any]) -> Click:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from engine.inbound import accept, message_item, responses_item
+from engine.inbound import accept, choice_item, message_item, responses_item
 from engine.protocol import InputResponse, api_key_principal
 from engine.tables import Inbound
 from tests.conftest import Stack
@@ -45,3 +45,22 @@ def test_a_responses_item_settles_and_a_late_one_becomes_a_message(stack: Stack)
     turns = stack.history(sid)["turns"]
     assert len(turns) == 2 and "already closed (approved)" in turns[1]["input"]
     assert len(read_ledger()) == 1
+
+
+def test_a_choice_item_picks_the_option_shown_at_its_position_when_applied(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    [request] = stack.pending(sid)
+    assert [o["id"] for o in request["options"]] == ["approve", "cancel"]
+
+    accept(stack.rt, "fake", "click-3", ALICE, b"{}", choice_item(request["requestId"], 3))  # no third option
+    accept(stack.rt, "fake", "click-4", ALICE, b"{}", choice_item("req_unknown", 1))
+    stack.settle()
+    assert stack.pending(sid) == [request]  # nothing changed; both kept for the audit trail
+    with stack.rt.db.read() as db:
+        assert db.execute(select(Inbound.processed_at.is_not(None))).scalars().all() == [True, True]
+
+    accept(stack.rt, "fake", "click-5", ALICE, b"{}", choice_item(request["requestId"], 2))
+    stack.settle()
+    assert stack.pending(sid) == []
+    assert stack.history(sid)["turns"][0]["status"] == "completed"
+    assert read_ledger() == []  # option 2 is cancel: the refund never ran
