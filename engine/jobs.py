@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from . import delivery, inbound, recovery, runner
-from .runtime import Runtime, current
+from .runtime import OutboxRow, Runtime, current
+
+log = logging.getLogger(__name__)
 
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "run_turn": runner.run_turn,
@@ -24,13 +27,22 @@ before. A sweep pushes what it recovers to the queue, to be shared among the wor
 
 
 def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
-    """Run the job of outbox row `outbox_id` (both executors come here), then the turns it followed up with."""
-    todo = [(outbox_id, job, args)]
-    while todo:
-        row_id, name, row_args = todo.pop(0)
-        with rt.running_job(row_id), rt.following(name in FOLLOWED) as later:
-            IMPLEMENTATIONS[name](rt, *row_args)
-        todo.extend(later)
+    """Run the job of outbox row `outbox_id` (both executors come here), then the turns it followed up with.
+    A follow-up that fails is handed to the queue, to be retried there as any job."""
+    later = perform_one(rt, job, outbox_id, args)
+    while later:
+        row_id, name, row_args = later.pop(0)
+        try:
+            later.extend(perform_one(rt, name, row_id, row_args))
+        except Exception:
+            log.exception("%s, a follow-up of %s, failed; it goes to the queue", name, job)
+            rt.push([(row_id, name, row_args)])
+
+
+def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> list[OutboxRow]:
+    with rt.running_job(outbox_id), rt.following(job in FOLLOWED) as later:
+        IMPLEMENTATIONS[job](rt, *args)
+    return later
 
 
 def run(job: str, outbox_id: int, *args: Any) -> None:

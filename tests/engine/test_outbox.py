@@ -17,7 +17,7 @@ from engine.db import Database
 from engine.events import emit
 from engine.executors import InlineExecutor, RQExecutor
 from engine.inbound import accept, message_item, responses_item
-from engine.jobs import perform
+from engine.jobs import IMPLEMENTATIONS, perform
 from engine.protocol import InputResponse, api_key_principal
 from engine.recovery import push_outbox, sweep
 from engine.runtime import Runtime
@@ -250,3 +250,34 @@ def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
 def pending_request_ids(rt: Runtime) -> list[str]:
     with rt.db.read() as db:
         return list(db.execute(select(InputRequest.request_id).where(InputRequest.status == "pending")).scalars())
+
+
+def test_a_followed_up_turn_that_fails_goes_to_the_queue_and_the_others_still_run(
+    db: Database, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One click answering two turns' requests: the first turn's run breaks; it is handed to the queue (RQ
+    retries it there), and the second turn still runs in the job."""
+    dropped, alice = Dropped(), api_key_principal("alice")
+    rt = Runtime(db, test_agent, dropped)
+    turns = [open_session(rt, alice, message=script([("refund", {"charge_id": f"ch_{n}", "amount": 5})])).turn_id
+             for n in (3, 4)]
+    for outbox_id, job, args in list(dropped.rows):
+        perform(rt, job, outbox_id, args)
+    answers = [InputResponse(request_id=r, option_id="approve") for r in pending_request_ids(rt)]
+    accept(rt, "fake", "click-3", alice, b"{}", responses_item(answers))
+    dropped.pushed.clear()
+    run_turn, broke = IMPLEMENTATIONS["run_turn"], []
+
+    def breaks_once(rt: Runtime, turn_id: str) -> None:
+        if not broke:
+            broke.append(turn_id)
+            raise RuntimeError("the worker's database connection broke")
+        run_turn(rt, turn_id)
+
+    monkeypatch.setitem(IMPLEMENTATIONS, "run_turn", breaks_once)
+    dropped.run(rt, "process_inbound")
+
+    assert dropped.pushed == [("run_turn", broke)]  # to be retried by a worker
+    with db.read() as session:
+        statuses = {turn_id: session.get_one(Turn, turn_id).status for turn_id in turns}
+    assert statuses == {broke[0]: "queued", **{t: "completed" for t in turns if t != broke[0]}}
