@@ -20,23 +20,25 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
 """Job name -> body taking the runtime first."""
 
 
-FOLLOWED = frozenset({"process_inbound", "run_turn"})
-"""Jobs that run the turns they resume or start themselves (`Runtime.following`): an answer's turn resumes
-in the worker that applied the answer, and a session's next queued turn in the worker that ended the one
-before. A sweep pushes what it recovers to the queue, to be shared among the workers."""
+FOLLOWED = frozenset({"process_inbound"})
+"""Jobs that run a turn they resume or start themselves (`Runtime.following`): an answer's turn resumes in
+the worker that applied the answer, without a trip through the queue. One turn per job, so that turn has
+the whole job timeout to itself; any other goes to the queue, to be shared among the workers."""
 
 
 def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
-    """Run the job of outbox row `outbox_id` (both executors come here), then the turns it followed up with.
+    """Run the job of outbox row `outbox_id` (both executors come here), then the turn it followed up with.
     A follow-up that fails is handed to the queue, to be retried there as any job."""
     later = perform_one(rt, job, outbox_id, args)
-    while later:
-        row_id, name, row_args = later.pop(0)
-        try:
-            later.extend(perform_one(rt, name, row_id, row_args))
-        except Exception:
-            log.exception("%s, a follow-up of %s, failed; it goes to the queue", name, job)
-            rt.push([(row_id, name, row_args)])
+    if not later:
+        return
+    (row_id, name, row_args), rest = later[0], later[1:]
+    rt.push(rest)
+    try:
+        perform_one(rt, name, row_id, row_args)
+    except Exception:
+        log.exception("%s, a follow-up of %s, failed; it goes to the queue", name, job)
+        rt.push([(row_id, name, row_args)])
 
 
 def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> list[OutboxRow]:

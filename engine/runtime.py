@@ -116,10 +116,10 @@ class Runtime:
     @contextmanager
     def following(self, collect: bool = True) -> Iterator[list[OutboxRow]]:
         """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
-        answered a request (or started a turn) then runs the turn itself, in the same worker, without a trip
-        through the queue. Their outbox rows stay until each starts, as for any job: if this process dies
-        first, sweep() pushes them. If the block fails, what it collected is pushed as usual. With `collect`
-        False, nothing is collected (the jobs are pushed)."""
+        applied an answer (or a message) then runs the turn itself, in the same worker, without a trip
+        through the queue (`jobs.perform`). Their outbox rows stay until each starts, as for any job: if
+        this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as
+        usual. With `collect` False, nothing is collected (the jobs are pushed)."""
         later: list[OutboxRow] = []
         if not collect:
             yield later
