@@ -11,9 +11,13 @@ from .tables import Message, Turn
 
 
 def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
-    """Did the turn's person send a message while the model was thinking? Then the model reads it first."""
-    return db.execute(select(Message.id).where(
-        Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user").limit(1)).first() is not None
+    """Did the turn's person send a message while the model was thinking? Then the model reads it first.
+    A steer is committed by another transaction, so this one's pending changes need no flush first (they
+    go out with the next, in fewer statements)."""
+    with db.no_autoflush:
+        return db.execute(select(Message.id).where(
+            Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user",
+        ).limit(1)).first() is not None
 
 
 def load_messages(db: DbSession, session_id: str) -> list[Message]:

@@ -104,11 +104,11 @@ def end_turn(
     """Close the turn and its run `run_id` if still active (an interrupted run stays as it was), then start
     the session's next queued turn or report it idle."""
     now = rt.now()
-    if run_id is not None:
+    turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
+    if run_id is not None:  # (after the turn's changes: the flush before it writes them in one UPDATE)
         run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
         db.execute(update(Run).where(Run.id == run_id, Run.status.in_(["running", "resuming"]))
                    .values(status=run_status, ended_at=now, error=error))
-    turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
     if status == "completed":
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
     elif status == "failed":
