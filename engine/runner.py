@@ -173,8 +173,9 @@ class Driver:
         """Write what the last piece of work produced, then decide the next, in the same transaction."""
         if isinstance(done, ModelDone):
             return self.record_reply(db, turn, done)
+        calls = self.open_calls(db)  # the recorded call is one of them: one read for both
         self.record_tool(db, turn, done)
-        return self.next_work(db, turn)
+        return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
 
     def record_tool(self, db: DbSession, turn: Turn, done: ToolDone) -> None:
         call = db.get_one(ToolCall, done.call_id)
@@ -184,8 +185,15 @@ class Driver:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
                         done.error)
 
-    def next_work(self, db: DbSession, turn: Turn) -> Work | None:
-        """The next tool to run or model call to make; None when the turn parked or ended."""
+    def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
+        """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's
+        open calls, when the caller has just read them."""
+
+        def open_calls() -> list[ToolCall]:
+            nonlocal known
+            calls, known = known, None
+            return calls if calls is not None else self.open_calls(db)
+
         while True:
             if self.batch:
                 work = self.start_call(db, turn, self.batch.pop(0))
@@ -197,13 +205,13 @@ class Driver:
             if self.batch is not None:  # the pass is over
                 self.batch = None
                 if self.ran:  # approvals that waited for a workflow tool of their step
-                    calls = self.open_calls(db)
+                    calls = open_calls()
                     self.open_approvals(db, turn, calls)
                 if self.park_if_waiting(db, turn):
                     return None
                 idle = not self.ran
             if calls is None:  # (opening approvals closes no call: the list stands)
-                calls = self.open_calls(db)
+                calls = open_calls()
             if not calls:
                 return self.next_step(db, turn)
             if idle:
