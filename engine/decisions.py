@@ -26,18 +26,24 @@ def session_info(session: Session) -> SessionInfo:
 def decide(rt: Runtime, db: DbSession, session_id: str, calls: list[ToolCall]) -> None:
     """Each call's verdict, in order: approved calls run, denied ones are refused, the rest wait for a person."""
     info = session_info(db.get_one(Session, session_id))
-    visible = visible_grants(rt, db, session_id)
+    visible: set[str] | None = None  # read when a policy first looks (most never do)
+
+    def grants() -> frozenset[str]:
+        nonlocal visible
+        if visible is None:  # (counts this step's calls already waiting on a person: their verdicts flush first)
+            visible = visible_grants(rt, db, session_id)
+        return frozenset(visible)
+
     for call in calls:
         tool = rt.agent.tools[call.tool]
-        ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input,
-                              approved_keys=frozenset(visible), call_id=call.call_id,
-                              approval_key=tool.approval_key)
+        ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input, call_id=call.call_id,
+                              approval_key=tool.approval_key, grants=grants)
         try:
             verdict = to_verdict(call_policy(tool.request_policy, ctx))
         except Exception as exc:  # a broken policy must not run the call unreviewed
             log.warning("request policy of %s failed; asking a person", call.tool, exc_info=True)
             verdict = Verdict("user-approval", f"request policy error: {exc}")
-        if verdict.decision == "user-approval":
+        if verdict.decision == "user-approval" and visible is not None:
             visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval waits
         record_verdict(rt, db, session_id, call, verdict)
 

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, Literal
 
 from .llm import ChatModel
@@ -35,9 +36,15 @@ class ApprovalContext:
     session: SessionInfo
     tool_name: str
     tool_input: dict[str, Any]
-    approved_keys: frozenset[str]
     call_id: str
     approval_key: str
+    grants: Callable[[], frozenset[str]] = field(repr=False, compare=False)
+    """Reads `approved_keys`, only for a policy that looks at them."""
+
+    @cached_property
+    def approved_keys(self) -> frozenset[str]:
+        """The approval keys approved for the rest of this session (and not waiting on a person again)."""
+        return self.grants()
 
 
 @dataclass(frozen=True)

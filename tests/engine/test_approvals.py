@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from tests.conftest import Stack
+from sqlalchemy import event
+
+from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
 
 
@@ -267,3 +270,19 @@ def test_twenty_people_answer_at_once_and_exactly_one_settles(stack: Stack) -> N
     candidates = turn["requests"][0]["candidates"]
     assert [c["outcome"] for c in candidates].count("allowed") == 1
     assert {c["outcome"] for c in candidates} <= {"allowed", "stale"}
+
+
+def test_the_sessions_grants_are_read_only_for_a_policy_that_looks_at_them(tmp_path: Path) -> None:
+    """`always()` never reads `ctx.approved_keys`: deciding its call costs no query of the grants; `once()` does."""
+    stack = Stack("sqlite", sqlite_settings(tmp_path))
+    statements: list[str] = []
+    event.listen(stack.rt.db.engine, "before_cursor_execute",
+                 lambda _c, _cur, statement, *_: statements.append(statement))
+    try:
+        stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+        assert not [s for s in statements if "FROM approval_grants" in s]
+
+        stack.start(script([("deploy", {"env": "staging"})]))
+        assert [s for s in statements if "FROM approval_grants" in s]
+    finally:
+        stack.close()

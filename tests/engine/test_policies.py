@@ -41,9 +41,9 @@ def make_ctx(
         session=SESSION,
         tool_name=tool_name,
         tool_input=tool_input if tool_input is not None else {"to": "bob@example.com", "subject": "hi"},
-        approved_keys=approved_keys,
         call_id=call_id,
         approval_key=approval_key or tool_name,
+        grants=lambda: approved_keys,
     )
 
 
