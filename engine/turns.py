@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, func, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
@@ -89,8 +89,8 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
     """
     if turn.status != "waiting" or pending_requests(db, turn.id):
         return False
-    previous = latest_run(db, turn.id)
-    db.add(Run(turn_id=turn.id, seq=(previous.seq if previous else 0) + 1, status="resuming", started_at=rt.now()))
+    next_seq = select(func.coalesce(func.max(Run.seq), 0) + 1).where(Run.turn_id == turn.id).scalar_subquery()
+    db.execute(insert(Run).values(turn_id=turn.id, seq=next_seq, status="resuming", started_at=rt.now()))
     turn.status = "queued"
     turn.updated_at = rt.now()
     rt.enqueue(db, "run_turn", turn.id)
