@@ -145,16 +145,17 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     now = rt.now()
     turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
     session.status = "active"
-    run = latest_run(db, turn_id)
-    if run is not None and run.status == "resuming":
-        run.status, run.started_at = "running", now
-    else:
-        run = Run(id=new_id("run"), turn_id=turn_id, seq=1, status="running", started_at=now)
-        db.add(run)
+    run_id = db.execute(  # the run a resume opened (at most one: the latest), now running
+        update(Run).where(Run.turn_id == turn_id, Run.status == "resuming")
+        .values(status="running", started_at=now).returning(Run.id)
+    ).scalar_one_or_none()
+    if run_id is None:  # the turn's first run
+        run_id = new_id("run")
+        db.add(Run(id=run_id, turn_id=turn_id, seq=1, status="running", started_at=now))
         turn.step_budget = rt.agent.max_steps
         principal = turn.requested_by
         add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
         emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
              turn_id=turn_id, at=now)
-    emit(db, turn.session_id, "turn.started", {"runId": run.id}, turn_id=turn_id, at=now)
-    return turn, run.id
+    emit(db, turn.session_id, "turn.started", {"runId": run_id}, turn_id=turn_id, at=now)
+    return turn, run_id
