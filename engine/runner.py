@@ -142,7 +142,7 @@ class Driver:
                 return
             turn, self.run_id = claimed
             self.session_id = turn.session_id
-            work = self.next_work(db, turn)
+            work = self.next_work(db, turn, [] if turn.steps == 0 else None)  # calls come from model steps
         self.claimed = True
         self.keeper = LeaseKeeper(self.rt, self.turn_id, self.run_id)
         self.keeper.start()
@@ -393,8 +393,8 @@ class Driver:
         for call in calls:
             db.add(call)
             self.reject_unusable(db, turn, call)
-        if calls or steered_since(db, turn, done.seen):
-            return self.next_work(db, turn)
+        if calls or steered_since(db, turn, done.seen):  # (the model was asked with no call open: these are all)
+            return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
         end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)
         return None
 
