@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session as DbSession
 from .channels import ChannelAdapter, QueuePosition
 from .db import changed
 from .decisions import session_info
+from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
 from .requests import open_in_order, request_out
 from .runtime import Runtime
@@ -44,7 +45,7 @@ class Pending:
     """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter."""
 
     adapter: ChannelAdapter | None
-    info: Any
+    info: SessionInfo
     events: list[Event]
 
 

@@ -26,7 +26,7 @@ from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import CONTINUE, STOP, open_approval, open_request
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, ToolCall, Turn, new_id
-from .tools import DONE, finish_call, input_hash
+from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_session, lock_turn, pending_requests
 from .workflow import CallWorkflow
@@ -187,13 +187,7 @@ class Driver:
 
     def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's
-        open calls, when the caller has just read them."""
-
-        def open_calls() -> list[ToolCall]:
-            nonlocal known
-            calls, known = known, None
-            return calls if calls is not None else self.open_calls(db)
-
+        open calls, when the caller has just read them (good for the first read only)."""
         while True:
             if self.batch:
                 work = self.start_call(db, turn, self.batch.pop(0))
@@ -205,20 +199,23 @@ class Driver:
             if self.batch is not None:  # the pass is over
                 self.batch = None
                 if self.ran:  # approvals that waited for a workflow tool of their step
-                    calls = open_calls()
+                    calls = self.open_calls(db, known)
                     self.open_approvals(db, turn, calls)
                 if self.park_if_waiting(db, turn):
                     return None
                 idle = not self.ran
             if calls is None:  # (opening approvals closes no call: the list stands)
-                calls = open_calls()
+                calls = self.open_calls(db, known)
+            known = None
             if not calls:
                 return self.next_step(db, turn)
             if idle:
                 raise RuntimeError("the turn has open tool calls but none to run and nothing to wait for")
             self.start_pass(db, turn, calls)
 
-    def open_calls(self, db: DbSession) -> list[ToolCall]:
+    def open_calls(self, db: DbSession, known: list[ToolCall] | None = None) -> list[ToolCall]:
+        if known is not None:
+            return known
         return list(db.execute(
             select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
             .order_by(ToolCall.step, ToolCall.position)
@@ -392,25 +389,11 @@ class Driver:
             emit(db, turn.session_id, "assistant.message", {"text": reply.text}, turn_id=turn.id, at=now)
         for call in calls:
             db.add(call)
-            self.reject_unusable(db, turn, call)
+            reject_unusable(self.rt, db, self.agent, call, turn.session_id)
         if calls or steered_since(db, turn, done.seen):  # (the model was asked with no call open: these are all)
             return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
         end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)
         return None
-
-    def reject_unusable(self, db: DbSession, turn: Turn, call: ToolCall) -> None:
-        """A call to a tool that does not exist, or with input that does not fit, fails at once."""
-        tool = self.agent.tools.get(call.tool)
-        try:
-            if tool is None:
-                raise LookupError(f"there is no tool named {call.tool}")
-            tool.validate(call.input)
-        except LookupError as exc:
-            finish_call(self.rt, db, call, turn.session_id, "failed", None, {"code": "UNKNOWN_TOOL",
-                                                                            "message": str(exc)})
-        except ValueError as exc:
-            finish_call(self.rt, db, call, turn.session_id, "failed", None, {"code": "INVALID_INPUT",
-                                                                            "message": str(exc)})
 
 
 def limit_request_id(turn: Turn) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session as DbSession
 
+from .agent import Agent
 from .events import add_message, emit
 from .runtime import Runtime
 from .tables import ToolCall
@@ -43,3 +44,16 @@ def reject_call(
     finish_call(rt, db, call, session_id, status, None, error)
     call.status = "not_run"
     call.result = {"status": status, "output": None, "error": error}
+
+
+def reject_unusable(rt: Runtime, db: DbSession, agent: Agent, call: ToolCall, session_id: str) -> None:
+    """A call to a tool that does not exist, or with input that does not fit, fails at once."""
+    tool = agent.tools.get(call.tool)
+    try:
+        if tool is None:
+            raise LookupError(f"there is no tool named {call.tool}")
+        tool.validate(call.input)
+    except LookupError as exc:
+        finish_call(rt, db, call, session_id, "failed", None, {"code": "UNKNOWN_TOOL", "message": str(exc)})
+    except ValueError as exc:
+        finish_call(rt, db, call, session_id, "failed", None, {"code": "INVALID_INPUT", "message": str(exc)})

@@ -40,12 +40,15 @@ def backend_pid(db: Database) -> int:
         return int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
 
 
-def terminate(url: str, pid: int) -> None:
-    """Kill a backend from outside the pool (as a server restart or an idle timeout would)."""
+def killed(db: Pinged, url: str) -> int:
+    """Use a pooled connection, then kill its backend from outside the pool (as a server restart or an idle
+    timeout would); returns the dead backend's pid. The connection waits in the pool."""
+    pid = backend_pid(db)
     other = create_engine(url, poolclass=NullPool)
     with other.begin() as conn:
         assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
     other.dispose()
+    return pid
 
 
 @pytest.mark.parametrize("database", [3600.0], indirect=True)
@@ -59,8 +62,7 @@ def test_a_connection_handed_back_just_now_is_used_without_a_ping(database: Ping
 def test_an_idle_connection_is_pinged_and_a_dead_one_replaced_before_the_transaction(
     database: Pinged, postgres_url: str,
 ) -> None:
-    first = backend_pid(database)
-    terminate(postgres_url, first)
+    first = killed(database, postgres_url)
 
     second = backend_pid(database)  # no error: the ping found the connection dead and the pool reconnected
 
@@ -72,8 +74,7 @@ def test_an_idle_connection_is_pinged_and_a_dead_one_replaced_before_the_transac
 def test_a_connection_killed_within_the_idle_window_fails_one_transaction_then_the_pool_recovers(
     database: Pinged, postgres_url: str,
 ) -> None:
-    first = backend_pid(database)
-    terminate(postgres_url, first)
+    first = killed(database, postgres_url)
 
     with pytest.raises(OperationalError):
         backend_pid(database)

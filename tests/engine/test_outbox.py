@@ -203,21 +203,29 @@ def test_each_executor_tells_when_its_oldest_waiting_job_was_pushed(redis_url: s
         rq.queue.delete(delete_jobs=True)
 
 
-def test_the_job_that_applies_an_answer_resumes_the_turn_itself(db: Database) -> None:
-    """No trip through the queue: when process_inbound returns, the turn has run to its end."""
+def clicked(db: Database, *charges: str) -> tuple[Runtime, Dropped, list[str]]:
+    """One turn per charge, parked on its refund approval, and a stored click approving them all (its
+    process_inbound job pushed, not run); the executor's record of pushes starts empty."""
     dropped, alice = Dropped(), api_key_principal("alice")
     rt = Runtime(db, test_agent, dropped)
-    opened = open_session(rt, alice, message=script([("refund", {"charge_id": "ch_1", "amount": 5})]))
-    dropped.run(rt, "run_turn")
-    [request_id] = pending_request_ids(rt)
-    accept(rt, "fake", "click-1", alice, b"{}", responses_item([InputResponse(request_id=request_id,
-                                                                             option_id="approve")]))
+    turns = [open_session(rt, alice, message=script([("refund", {"charge_id": c, "amount": 5})])).turn_id
+             for c in charges]
+    for outbox_id, job, args in list(dropped.rows):
+        perform(rt, job, outbox_id, args)
+    answers = [InputResponse(request_id=r, option_id="approve") for r in pending_request_ids(rt)]
+    accept(rt, "fake", f"click-{'-'.join(charges)}", alice, b"{}", responses_item(answers))
     dropped.pushed.clear()
+    return rt, dropped, turns
+
+
+def test_the_job_that_applies_an_answer_resumes_the_turn_itself(db: Database) -> None:
+    """No trip through the queue: when process_inbound returns, the turn has run to its end."""
+    rt, dropped, [turn_id] = clicked(db, "ch_1")
 
     dropped.run(rt, "process_inbound")
 
     with db.read() as session:
-        assert session.get_one(Turn, opened.turn_id).status == "completed"
+        assert session.get_one(Turn, turn_id).status == "completed"
     assert [e["charge_id"] for e in read_ledger() if e["tool"] == "refund"] == ["ch_1"]
     assert dropped.pushed == []  # the resumed turn was not pushed to the queue
     assert outbox_rows(rt) == []  # and its job's row left when it started
@@ -226,14 +234,7 @@ def test_the_job_that_applies_an_answer_resumes_the_turn_itself(db: Database) ->
 def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
     db: Database, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    dropped, alice = Dropped(), api_key_principal("alice")
-    rt = Runtime(db, test_agent, dropped)
-    opened = open_session(rt, alice, message=script([("refund", {"charge_id": "ch_2", "amount": 5})]))
-    dropped.run(rt, "run_turn")
-    [request_id] = pending_request_ids(rt)
-    accept(rt, "fake", "click-2", alice, b"{}", responses_item([InputResponse(request_id=request_id,
-                                                                             option_id="approve")]))
-    dropped.pushed.clear()
+    rt, dropped, [turn_id] = clicked(db, "ch_2")
 
     def broken(*_: Any) -> bool:
         raise RuntimeError("the database went away after the answer committed")
@@ -242,8 +243,8 @@ def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
     with pytest.raises(RuntimeError):
         dropped.run(rt, "process_inbound")
 
-    assert dropped.pushed == [("run_turn", [opened.turn_id])]  # pushed, not lost with the failed job
-    assert ("run_turn", [opened.turn_id]) in outbox_rows(rt)
+    assert dropped.pushed == [("run_turn", [turn_id])]  # pushed, not lost with the failed job
+    assert ("run_turn", [turn_id]) in outbox_rows(rt)
     assert read_ledger() == []
 
 
@@ -258,15 +259,7 @@ def test_a_job_runs_one_turn_it_resumed_and_pushes_the_others_and_one_that_fails
     """One click answering two turns' requests: the second turn goes to the queue at once (each turn keeps the
     whole job timeout, and another worker may take it); the first runs here, and when its run breaks it is
     handed to the queue too, where RQ retries it."""
-    dropped, alice = Dropped(), api_key_principal("alice")
-    rt = Runtime(db, test_agent, dropped)
-    turns = [open_session(rt, alice, message=script([("refund", {"charge_id": f"ch_{n}", "amount": 5})])).turn_id
-             for n in (3, 4)]
-    for outbox_id, job, args in list(dropped.rows):
-        perform(rt, job, outbox_id, args)
-    answers = [InputResponse(request_id=r, option_id="approve") for r in pending_request_ids(rt)]
-    accept(rt, "fake", "click-3", alice, b"{}", responses_item(answers))
-    dropped.pushed.clear()
+    rt, dropped, turns = clicked(db, "ch_3", "ch_4")
     ran: list[str] = []
 
     def breaks(rt: Runtime, turn_id: str) -> None:
