@@ -134,18 +134,15 @@ class Run(Base):
 class Message(Base):
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType)
     tool_call_id: Mapped[str | None] = mapped_column(String(64))
     principal: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-    __table_args__ = (UniqueConstraint("session_id", "seq"),)
 
 
 class ToolCall(Base):
@@ -233,15 +230,12 @@ class ApprovalGrant(Base):
 class Event(Base):
     __tablename__ = "events"
 
-    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(Integer)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     type: Mapped[str] = mapped_column(String(40))
     turn_id: Mapped[str | None] = mapped_column(String(64))
     data: Mapped[dict[str, Any]] = mapped_column(JSONType)
     at: Mapped[datetime] = mapped_column(default=utcnow)
-
-    __table_args__ = (UniqueConstraint("session_id", "seq"),)
 
 
 class Inbound(Base):

@@ -15,7 +15,7 @@ def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
     A steer is committed by another transaction, so this one's pending changes need no flush first (they
     go out with the next, in fewer statements)."""
     with db.no_autoflush:
-        return db.execute(select(Message.id).where(
+        return db.execute(select(Message.seq).where(
             Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user",
         ).limit(1)).first() is not None
 

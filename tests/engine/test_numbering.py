@@ -49,9 +49,10 @@ def append(rt: Runtime, session_id: str, *, held: bool, tag: str) -> None:
 
 def seqs(db: Database, session_id: str) -> tuple[list[int], list[int], tuple[int, int]]:
     with db.read() as s:
-        events = list(s.execute(select(Event.seq).where(Event.session_id == session_id).order_by(Event.id)).scalars())
+        events = list(s.execute(select(Event.seq).where(Event.session_id == session_id)
+                                .order_by(Event.seq)).scalars())
         messages = list(s.execute(select(Message.seq).where(Message.session_id == session_id)
-                                  .order_by(Message.id)).scalars())
+                                  .order_by(Message.seq)).scalars())
         session = s.get_one(Session, session_id)
         return events, messages, (session.event_seq, session.message_seq)
 
@@ -69,7 +70,9 @@ def test_held_and_unheld_transactions_number_in_turn(rt: Runtime) -> None:
     with rt.db.read() as s:  # in the order they were appended
         contents = list(s.execute(select(Message.content).where(Message.session_id == session_id)
                                   .order_by(Message.seq)).scalars())
+        data = list(s.execute(select(Event.data).where(Event.session_id == session_id).order_by(Event.seq)).scalars())
     assert contents == [f"{n} {x}" for n in range(5) for x in "ab"]
+    assert data == [{"tag": str(n), "n": x} for n in range(5) for x in range(2)]
 
 
 def test_a_rolled_back_transaction_leaves_no_gap(rt: Runtime) -> None:
