@@ -1,4 +1,5 @@
-"""The Alembic history builds exactly the tables in engine/tables.py, on SQLite and on PostgreSQL."""
+"""The Alembic history builds exactly the tables in engine/tables.py, on SQLite and on PostgreSQL; how
+those tables store what they hold."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -15,11 +17,13 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
-from sqlalchemy import MetaData, create_engine, inspect, select, text
+from sqlalchemy import MetaData, create_engine, inspect, select, text, type_coerce, update
 from sqlalchemy.engine import make_url
 
 from engine.db import MIGRATIONS, Database
-from engine.tables import Base, Outbox
+from engine.protocol import Principal, api_key_principal
+from engine.tables import Base, JSONType, Outbox
+from engine.tables import Session as SessionRow
 from tests.support.services import require_postgres
 
 
@@ -137,3 +141,48 @@ def test_offline_mode_renders_postgres_sql_from_a_bare_url() -> None:
     assert "data JSONB NOT NULL" in sql
     assert "at TIMESTAMP WITH TIME ZONE NOT NULL" in sql
     assert "INSERT INTO alembic_version (version_num) VALUES ('0001')" in sql
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def migrated(request: pytest.FixtureRequest) -> Database:
+    db: Database = request.getfixturevalue(f"{request.param}_db")
+    db.upgrade()
+    return db
+
+
+ALICE = Principal(authenticator="slack", issuer="T1", principal_type="user", principal_id="U1",
+                  attributes={"userName": "alice"})
+BOB = api_key_principal("bob")
+
+
+def stored_initiators(db: Database) -> dict[str, Any]:
+    """What the column holds, as JSON, without the principal type reading it."""
+    with db.read() as session:
+        return {id_: raw for id_, raw in session.execute(select(SessionRow.id, type_coerce(SessionRow.initiator,
+                                                                                            JSONType)))}
+
+
+def loaded_initiators(db: Database) -> dict[str, Any]:
+    with db.read() as session:
+        return {row.id: row.initiator for row in session.scalars(select(SessionRow))}
+
+
+def test_a_principal_is_stored_without_its_keys_and_reads_back_whole(migrated: Database) -> None:
+    with migrated.write() as session:
+        session.add_all([SessionRow(id="ses_a", agent="a", channel="api", address="a", initiator=ALICE.wire()),
+                         SessionRow(id="ses_b", agent="a", channel="api", address="b", initiator=BOB.wire())])
+
+    assert stored_initiators(migrated) == {"ses_a": ["slack", "T1", "user", "U1", {"userName": "alice"}],
+                                           "ses_b": ["api-key", "hitl", "user", "bob"]}
+    assert loaded_initiators(migrated) == {"ses_a": ALICE.wire(), "ses_b": BOB.wire()}
+
+
+def test_a_principal_stored_as_an_object_reads_as_it_was(migrated: Database) -> None:
+    """Rows written before principals were stored as arrays."""
+    with migrated.write() as session:
+        session.add(SessionRow(id="ses_a", agent="a", channel="api", address="a"))
+        session.flush()
+        session.execute(update(SessionRow).values(initiator=type_coerce(ALICE.wire(), JSONType)))
+
+    assert stored_initiators(migrated) == {"ses_a": ALICE.wire()}
+    assert loaded_initiators(migrated) == {"ses_a": ALICE.wire()}
