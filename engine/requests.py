@@ -9,12 +9,8 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
-from .tables import InputRequest, ToolCall, new_id
+from .tables import APPROVE, CANCEL, InputRequest, ToolCall, new_id
 
-APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
-CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
-CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
-STOP = {"id": "stop", "label": "Stop", "style": "danger"}
 OPTION_SYNONYMS = {"deny": "cancel"}
 
 

@@ -23,9 +23,9 @@ from .lease import LeaseKeeper
 from .llm import ModelReply
 from .policies import expiry
 from .protocol import APP_PRINCIPAL, principal_or_none
-from .requests import CONTINUE, STOP, open_approval, open_request
+from .requests import open_approval, open_request
 from .runtime import Runtime
-from .tables import InputRequest, Run, Session, ToolCall, Turn, new_id
+from .tables import CONTINUE, STOP, InputRequest, Run, Session, ToolCall, Turn, new_id
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_session, lock_turn, pending_requests
@@ -265,7 +265,8 @@ class Driver:
             if call.status != "awaiting_input":
                 continue
             open_asks = db.execute(select(func.count()).select_from(InputRequest).where(
-                InputRequest.call_id == call.call_id, InputRequest.status == "pending")).scalar_one()
+                InputRequest.turn_id == call.turn_id, InputRequest.call_id == call.call_id,
+                InputRequest.status == "pending")).scalar_one()
             if not open_asks:
                 call.status = "approved"
 
@@ -333,7 +334,7 @@ class Driver:
             requester=principal_or_none(turn.requested_by), approval=approval,
             idempotency_key=f"idem_{call.call_id}", channel=session.channel,
             previous_attempt_may_have_run=call.interrupted > 0,
-            workflow=CallWorkflow(self.rt, call.call_id, self.fenced),
+            workflow=CallWorkflow(self.rt, call, self.fenced),
         )
 
     def park_if_waiting(self, db: DbSession, turn: Turn) -> bool:

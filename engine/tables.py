@@ -68,28 +68,61 @@ JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postg
 """JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL (so `IS NULL` means \"no value\")."""
 IdType = BigInteger().with_variant(Integer(), "sqlite")
 
-IDENTITY = ("authenticator", "issuer", "principalType", "principalId")
-
-
-class PrincipalJSON(TypeDecorator[dict[str, Any]]):
-    """A principal's wire form stored as a JSON array: its four identity fields, then its attributes if it
-    has any. A turn stores its principal several times (who opened the session, who asked, who wrote the
-    message, who answered); without its keys each copy takes about 45 bytes of JSONB instead of 125.
-    Principals stored as objects read as they are."""
+class KeylessJSON(TypeDecorator[dict[str, Any]]):
+    """A JSON object of known keys stored as the array of its values: in the small objects every parked turn
+    stores (principals, a request's action) the keys take more bytes than the values. A last key whose value
+    is empty is left off and reads back as `{}`. Objects stored as objects read as they were."""
 
     impl = JSONType
     cache_ok = True
 
+    def __init__(self, keys: tuple[str, ...], optional: str | None = None) -> None:
+        super().__init__()
+        self.keys, self.optional = keys, optional  # both in the type's cache key (named like the arguments)
+
     def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> list[Any] | None:
         if value is None:
             return None
-        stored: list[Any] = [value[key] for key in IDENTITY]
-        return [*stored, value["attributes"]] if value.get("attributes") else stored
+        stored = [value[key] for key in self.keys]
+        return [*stored, value[self.optional]] if self.optional and value.get(self.optional) else stored
 
     def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any] | None:
         if not isinstance(value, list):
             return cast(dict[str, Any] | None, value)
-        return {**dict(zip(IDENTITY, value, strict=False)), "attributes": value[4] if len(value) > 4 else {}}
+        read = dict(zip(self.keys, value, strict=False))
+        if self.optional:
+            read[self.optional] = value[len(self.keys)] if len(value) > len(self.keys) else {}
+        return read
+
+
+def principal_json() -> KeylessJSON:
+    """A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
+    return KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
+
+
+APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
+CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
+CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
+STOP = {"id": "stop", "label": "Stop", "style": "danger"}
+BUILT_IN_OPTIONS = {option["id"]: option for option in (APPROVE, CANCEL, CONTINUE, STOP)}
+
+
+class OptionsJSON(TypeDecorator[list[Any]]):
+    """A request's options; a built-in one (Approve, Cancel...) is stored as its id: a tool approval's two
+    options take about 30 bytes instead of 140. They read back as the built-in options are now."""
+
+    impl = JSONType
+    cache_ok = True
+
+    def process_bind_param(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
+        if value is None:
+            return None
+        return [o["id"] if BUILT_IN_OPTIONS.get(o["id"]) == o else o for o in value]
+
+    def process_result_value(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
+        if value is None:
+            return None
+        return [dict(BUILT_IN_OPTIONS[o]) if isinstance(o, str) else o for o in value]
 
 
 class Base(DeclarativeBase):
@@ -104,7 +137,7 @@ class Session(Base):
     agent: Mapped[str] = mapped_column(String(200))
     channel: Mapped[str] = mapped_column(String(32))
     address: Mapped[str] = mapped_column(String(500))
-    initiator: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    initiator: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -124,7 +157,7 @@ class Turn(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="queued")
-    requested_by: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     input: Mapped[str] = mapped_column(Text)
     result: Mapped[str | None] = mapped_column(Text)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -164,7 +197,7 @@ class Message(Base):
     content: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType)
     tool_call_id: Mapped[str | None] = mapped_column(String(64))
-    principal: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    principal: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -182,7 +215,7 @@ class ToolCall(Base):
     status: Mapped[str] = mapped_column(String(24), default="proposed")
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     approval_request_id: Mapped[str | None] = mapped_column(String(80))
-    responder: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    responder: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     stored_steps: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -198,19 +231,19 @@ class InputRequest(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    call_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    call_id: Mapped[str | None] = mapped_column(String(64))
     position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))
     prompt: Mapped[str] = mapped_column(Text)
-    action: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    options: Mapped[list[Any]] = mapped_column(JSONType)
+    action: Mapped[dict[str, Any] | None] = mapped_column(KeylessJSON(("kind", "callId", "toolName", "input")))
+    options: Mapped[list[Any]] = mapped_column(OptionsJSON())
     allow_freeform: Mapped[bool] = mapped_column(Boolean, default=False)
     display: Mapped[str] = mapped_column(String(16))
-    requested_by: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     status: Mapped[str] = mapped_column(String(16), default="pending")
     outcome: Mapped[str | None] = mapped_column(String(16))
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    responder: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    responder: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column()
@@ -230,7 +263,7 @@ class ResponseCandidate(Base):
     request_id: Mapped[str] = mapped_column(
         ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
     )
-    responder: Mapped[dict[str, Any]] = mapped_column(PrincipalJSON())
+    responder: Mapped[dict[str, Any]] = mapped_column(principal_json())
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
@@ -245,7 +278,7 @@ class ApprovalGrant(Base):
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     approval_key: Mapped[str] = mapped_column(String(200))
-    granted_by: Mapped[dict[str, Any]] = mapped_column(PrincipalJSON())
+    granted_by: Mapped[dict[str, Any]] = mapped_column(principal_json())
     request_id: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -268,7 +301,7 @@ class Inbound(Base):
     channel: Mapped[str] = mapped_column(String(32))
     external_id: Mapped[str] = mapped_column(String(200))
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
-    principal: Mapped[dict[str, Any] | None] = mapped_column(PrincipalJSON())
+    principal: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
     payload_digest: Mapped[str] = mapped_column(String(64))
     item: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     processed_at: Mapped[datetime | None] = mapped_column()

@@ -22,8 +22,8 @@ from .tables import InputRequest, ToolCall, Turn
 class CallWorkflow:
     """The asks and steps of one tool call, stored in the database. `fence` checks the runner still owns the turn."""
 
-    def __init__(self, rt: Runtime, call_id: str, fence: Callable[[DbSession], Turn]) -> None:
-        self.rt, self.call_id, self.fence = rt, call_id, fence
+    def __init__(self, rt: Runtime, call: ToolCall, fence: Callable[[DbSession], Turn]) -> None:
+        self.rt, self.turn_id, self.call_id, self.fence = rt, call.turn_id, call.call_id, fence
         self.asked = 0
 
     def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
@@ -32,7 +32,8 @@ class CallWorkflow:
         self.asked += 1
         with self.rt.db.read() as db:
             request = db.execute(
-                select(InputRequest).where(InputRequest.call_id == self.call_id, InputRequest.position == position)
+                select(InputRequest).where(InputRequest.turn_id == self.turn_id, InputRequest.call_id == self.call_id,
+                                           InputRequest.position == position)
             ).scalar_one_or_none()
             if request is not None and request.status != "pending":
                 response = request.response or {}
