@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import Conflict, InvalidInput, RequestClosed
-from .events import add_message, emit
+from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
 from .replies import match_reply
 from .requests import open_in_order
@@ -67,8 +67,7 @@ def post_message(
         open_requests = open_in_order(db, InputRequest.turn_id == turn.id)
         answer = typed_answer(open_requests, text, principal)
         if answer is not None and principal is not None:
-            emit(db, session_id, "message.received", {"text": text, "principal": principal.wire()},
-                 turn_id=turn.id, at=rt.now())
+            emit_received(db, session_id, turn.id, text, principal.wire(), rt.now())
         elif open_requests and open_requests[0].kind == "session-limit":
             note(rt, db, turn, principal, text)  # read once the person lets the turn continue
             return Posted("noted", turn.id)
@@ -109,7 +108,7 @@ def note(rt: Runtime, db: DbSession, turn: Turn, principal: Principal | None, te
     """Add a user message to the turn's transcript; the model reads it at its next step."""
     who = principal.wire() if principal else None
     add_message(db, turn.session_id, turn.id, "user", content=text, principal=who)
-    emit(db, turn.session_id, "message.received", {"text": text, "principal": who}, turn_id=turn.id, at=rt.now())
+    emit_received(db, turn.session_id, turn.id, text, who, rt.now())
 
 
 def steer(rt: Runtime, db: DbSession, turn: Turn, open_requests: list[InputRequest], principal: Principal | None,

@@ -11,7 +11,7 @@ from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from .requests import as_opened
-from .tables import Event, InputRequest, Message, Session
+from .tables import PRINCIPAL, Event, InputRequest, Message, Session
 
 PENDING = "hitl_unnumbered"
 UNSENT = "hitl_unsent_events"
@@ -28,6 +28,13 @@ def emit(
     db.info.setdefault(UNSENT, []).append(event)
     db.info.setdefault("event_sessions", set()).add(session_id)
     return event
+
+
+def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str, principal: dict[str, Any] | None,
+                  at: datetime) -> None:
+    """`message.received`: its principal stored without keys (`events_wire` shows it whole)."""
+    emit(db, session_id, "message.received", {"text": text, "principal": PRINCIPAL.pack(principal)},
+         turn_id=turn_id, at=at)
 
 
 def emit_requested(db: DbSession, session_id: str, turn_id: str, requests: list[InputRequest], at: datetime) -> None:
@@ -125,6 +132,8 @@ def events_wire(db: DbSession, events: list[Event]) -> list[dict[str, Any]]:
     def data(event: Event) -> dict[str, Any]:
         if event.type == "input.requested" and "requestIds" in event.data:
             return {"requests": [opened[i] for i in event.data["requestIds"]]}
+        if event.type == "message.received":
+            return {**event.data, "principal": PRINCIPAL.unpack(event.data.get("principal"))}
         return event.data
 
     return [{"seq": e.seq, "type": e.type, "turnId": e.turn_id, "at": e.at.isoformat(), "data": data(e)}

@@ -80,13 +80,13 @@ class KeylessJSON(TypeDecorator[dict[str, Any]]):
         super().__init__()
         self.keys, self.optional = keys, optional  # both in the type's cache key (named like the arguments)
 
-    def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> list[Any] | None:
+    def pack(self, value: dict[str, Any] | None) -> list[Any] | None:
         if value is None:
             return None
         stored = [value[key] for key in self.keys]
         return [*stored, value[self.optional]] if self.optional and value.get(self.optional) else stored
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any] | None:
+    def unpack(self, value: Any) -> dict[str, Any] | None:
         if not isinstance(value, list):
             return cast(dict[str, Any] | None, value)
         read = dict(zip(self.keys, value, strict=False))
@@ -94,10 +94,15 @@ class KeylessJSON(TypeDecorator[dict[str, Any]]):
             read[self.optional] = value[len(self.keys)] if len(value) > len(self.keys) else {}
         return read
 
+    def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> list[Any] | None:
+        return self.pack(value)
 
-def principal_json() -> KeylessJSON:
-    """A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
-    return KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
+    def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any] | None:
+        return self.unpack(value)
+
+
+PRINCIPAL = KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
+"""A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
 
 
 APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
@@ -137,7 +142,7 @@ class Session(Base):
     agent: Mapped[str] = mapped_column(String(200))
     channel: Mapped[str] = mapped_column(String(32))
     address: Mapped[str] = mapped_column(String(500))
-    initiator: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -157,7 +162,7 @@ class Turn(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="queued")
-    requested_by: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     input: Mapped[str] = mapped_column(Text)
     result: Mapped[str | None] = mapped_column(Text)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -197,7 +202,7 @@ class Message(Base):
     content: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType)
     tool_call_id: Mapped[str | None] = mapped_column(String(64))
-    principal: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    principal: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -215,7 +220,7 @@ class ToolCall(Base):
     status: Mapped[str] = mapped_column(String(24), default="proposed")
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     approval_request_id: Mapped[str | None] = mapped_column(String(80))
-    responder: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     stored_steps: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -239,11 +244,11 @@ class InputRequest(Base):
     options: Mapped[list[Any]] = mapped_column(OptionsJSON())
     allow_freeform: Mapped[bool] = mapped_column(Boolean, default=False)
     display: Mapped[str] = mapped_column(String(16))
-    requested_by: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     outcome: Mapped[str | None] = mapped_column(String(16))
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    responder: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column()
@@ -263,7 +268,7 @@ class ResponseCandidate(Base):
     request_id: Mapped[str] = mapped_column(
         ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
     )
-    responder: Mapped[dict[str, Any]] = mapped_column(principal_json())
+    responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
@@ -278,7 +283,7 @@ class ApprovalGrant(Base):
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     approval_key: Mapped[str] = mapped_column(String(200))
-    granted_by: Mapped[dict[str, Any]] = mapped_column(principal_json())
+    granted_by: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
     request_id: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -301,7 +306,7 @@ class Inbound(Base):
     channel: Mapped[str] = mapped_column(String(32))
     external_id: Mapped[str] = mapped_column(String(200))
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
-    principal: Mapped[dict[str, Any] | None] = mapped_column(principal_json())
+    principal: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     payload_digest: Mapped[str] = mapped_column(String(64))
     item: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     processed_at: Mapped[datetime | None] = mapped_column()

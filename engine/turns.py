@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, ScalarSelect, func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
-from .events import add_message, emit, hold
+from .events import add_message, emit, emit_received, hold
 from .runtime import Runtime
 from .tables import InputRequest, Run, Session, Turn, new_id
 
@@ -155,7 +155,6 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
         turn.step_budget = rt.agent.max_steps
         principal = turn.requested_by
         add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
-        emit(db, turn.session_id, "message.received", {"text": turn.input, "principal": principal},
-             turn_id=turn_id, at=now)
+        emit_received(db, turn.session_id, turn_id, turn.input, principal, now)
     emit(db, turn.session_id, "turn.started", {"runId": run_id}, turn_id=turn_id, at=now)
     return turn, run_id
