@@ -29,6 +29,7 @@ from engine.protocol import InputResponse
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
+from engine.tables import pack_id, unpack_id
 
 from .config import Bench
 from .measure import engine_bytes, wait_turns
@@ -76,8 +77,9 @@ def client(target: Target, count: int, barrier: Any) -> None:
         barrier.wait(BARRIER_SECONDS)
         barrier.wait(BARRIER_SECONDS)
         with psycopg.connect(target.conninfo) as conn:
-            request_ids = [r[0] for r in conn.execute("SELECT request_id FROM input_requests WHERE session_id = "
-                                                      "ANY(%s) AND status = 'pending'", (sessions,)).fetchall()]
+            request_ids = [unpack_id(r[0]) for r in conn.execute(
+                "SELECT request_id FROM input_requests WHERE session_id = ANY(%s) AND status = 'pending'",
+                ([pack_id(s) for s in sessions],)).fetchall()]
         for request_id in request_ids:
             submit_responses(answering, REQUESTER, [InputResponse(request_id=request_id, option_id="approve")])
         barrier.wait(BARRIER_SECONDS)

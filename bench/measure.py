@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from engine.tables import Base
+from engine.tables import Base, pack_id, unpack_id
 
 from .seed import Parked
 from .stack import Target, wait_for
@@ -47,11 +47,11 @@ def wait_turns(target: Target, status: str, count: int, timeout: float) -> None:
     would make the run meaningless."""
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         def done() -> bool:
-            row = conn.execute("SELECT count(*) FILTER (WHERE status = %s), min(id) FILTER (WHERE status = "
-                               "'failed') FROM turns", (status,)).fetchone()
+            row = conn.execute("SELECT count(*) FILTER (WHERE status = %s), (array_agg(id) FILTER (WHERE status = "
+                               "'failed'))[1] FROM turns", (status,)).fetchone()
             assert row is not None
             if row[1] is not None:
-                raise RuntimeError(f"turn {row[1]} failed; see the worker logs")
+                raise RuntimeError(f"turn {unpack_id(row[1])} failed; see the worker logs")
             return int(row[0]) >= count
 
         wait_for(done, timeout, f"{count} turns {status}")
@@ -65,15 +65,15 @@ def completed_at(target: Target, parked: Sequence[Parked], timeout: float) -> di
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         while True:
             rows = conn.execute("SELECT id FROM turns WHERE id = ANY(%s) AND status = 'completed'",
-                                (list(missing),)).fetchall()
-            missing -= {r[0] for r in rows}
+                                ([pack_id(t) for t in missing],)).fetchall()
+            missing -= {unpack_id(r[0]) for r in rows}
             if not missing or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         sessions = [p.session_id for p in parked if p.turn_id not in missing]
         rows = conn.execute("SELECT turn_id, extract(epoch FROM at)::float8 FROM events WHERE session_id = ANY(%s) "
-                            "AND type = 'turn.completed'", (sessions,)).fetchall()
-    return {r[0]: float(r[1]) for r in rows}
+                            "AND type = 'turn.completed'", ([pack_id(s) for s in sessions],)).fetchall()
+    return {unpack_id(r[0]): float(r[1]) for r in rows}
 
 
 @dataclass(frozen=True)

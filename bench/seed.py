@@ -20,7 +20,7 @@ from engine.channels import ChannelAdapter
 from engine.executors import InlineExecutor
 from engine.protocol import Principal, operator_principal
 from engine.sessions import open_session
-from engine.tables import Base, new_id
+from engine.tables import Base, new_id, pack_id, unpack_id
 
 from .stack import Target, harness_runtime
 
@@ -51,10 +51,10 @@ def park_template(target: Target, *, principal: Principal = REQUESTER, channel: 
         rt.db.dispose()
     with psycopg.connect(target.conninfo) as conn:
         row = conn.execute("SELECT turn_id, request_id FROM input_requests WHERE session_id = %s AND status = "
-                           "'pending'", (opened.session_id,)).fetchone()
+                           "'pending'", (pack_id(opened.session_id),)).fetchone()
     if row is None:
         raise RuntimeError(f"the template turn of session {opened.session_id} did not park")
-    return Parked(opened.session_id, row[0], row[1])
+    return Parked(opened.session_id, unpack_id(row[0]), unpack_id(row[1]))
 
 
 def _copy_text(value: Any) -> str:
@@ -63,7 +63,9 @@ def _copy_text(value: Any) -> str:
         return "\\N"
     if isinstance(value, bool):
         return "t" if value else "f"
-    if isinstance(value, datetime):
+    if isinstance(value, bytes):  # bytea's hex form
+        text = "\\x" + value.hex()
+    elif isinstance(value, datetime):
         text = value.isoformat()
     elif isinstance(value, dict | list):
         text = json.dumps(value)
@@ -82,8 +84,10 @@ class Cloner:
         with psycopg.connect(target.conninfo) as conn:
             rows = {table: self._rows(conn, table) for table in Base.metadata.sorted_tables}
         self.ids = self._ids(rows)
-        pattern = re.compile("|".join(re.escape(i) for i in self.ids))
+        # an id is written as itself in text and JSON, and packed in an id column: one field for each form
         fields = {old: f"{{{n}}}" for n, old in enumerate(self.ids)}
+        fields |= {_copy_text(pack_id(old)): f"{{{n + len(self.ids)}}}" for n, old in enumerate(self.ids)}
+        pattern = re.compile("|".join(re.escape(form) for form in sorted(fields, key=len, reverse=True)))
         for table, (columns, values) in rows.items():
             if not values:
                 continue
@@ -99,15 +103,16 @@ class Cloner:
         auto = table.autoincrement_column
         columns = [c.name for c in table.columns if c is not auto]
         t = self.template
-        where: tuple[str, tuple[str, ...]] | None = {
-            "sessions": ("id = %s", (t.session_id,)),
-            "runs": ("turn_id = %s", (t.turn_id,)),
-            "tool_calls": ("turn_id = %s", (t.turn_id,)),
-            "response_candidates": ("request_id = %s", (t.request_id,)),
+        wheres: dict[str, tuple[str, tuple[str | bytes, ...]]] = {
+            "sessions": ("id = %s", (pack_id(t.session_id),)),
+            "runs": ("turn_id = %s", (pack_id(t.turn_id),)),
+            "tool_calls": ("turn_id = %s", (pack_id(t.turn_id),)),
+            "response_candidates": ("request_id = %s", (pack_id(t.request_id),)),
             "outbox": ("args::text LIKE %s OR args::text LIKE %s", (f"%{t.turn_id}%", f"%{t.session_id}%")),
-        }.get(table.name)
+        }
+        where = wheres.get(table.name)
         if where is None and "session_id" in table.columns:
-            where = ("session_id = %s", (t.session_id,))
+            where = ("session_id = %s", (pack_id(t.session_id),))
         if where is None:
             return columns, []
         sql = f"SELECT {', '.join(columns)} FROM {table.name} WHERE {where[0]}"
@@ -115,11 +120,11 @@ class Cloner:
 
     @staticmethod
     def _ids(rows: dict[Table, tuple[list[str], list[tuple[Any, ...]]]]) -> list[str]:
-        """Every string primary key of the template (session, turn, run, call, request ids)."""
+        """Every id in a primary key of the template (session, turn, run, call, request ids)."""
         ids = []
         for table, (columns, values) in rows.items():
             keys = [columns.index(c.name) for c in table.primary_key.columns if c.name in columns]
-            ids += [row[i] for row in values for i in keys if isinstance(row[i], str)]
+            ids += [unpack_id(row[i]) for row in values for i in keys if isinstance(row[i], bytes)]
         return sorted(set(ids), key=len, reverse=True)
 
     def clone(self, count: int) -> list[Parked]:
@@ -133,7 +138,8 @@ class Cloner:
                          for _ in range(min(BATCH, count - start))]
                 for table, columns, templates in self.lines:
                     with conn.cursor().copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN".encode()) as cp:
-                        cp.write("".join(line.format(*ids) for ids in fresh for line in templates))
+                        cp.write("".join(line.format(*ids, *(_copy_text(pack_id(i)) for i in ids))
+                                         for ids in fresh for line in templates))
                 conn.commit()
                 parked += [Parked(ids[index[t.session_id]], ids[index[t.turn_id]], ids[index[t.request_id]])
                            for ids in fresh]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import binascii
+import contextlib
 import secrets
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -15,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -25,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -39,10 +43,71 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+ID_PREFIXES = ("ses", "turn", "run", "call", "req", "cand")
+"""What our ids start with; PostgreSQL stores an id by its prefix's number (`pack_id`)."""
+
+
+def _base32(raw: bytes) -> str:
+    return base64.b32encode(raw).decode().rstrip("=").lower()
+
+
 def new_id(prefix: str) -> str:
-    """`prefix_` and 128 random bits in 26 base32 characters (a uuid4 in hex would take 32: every id is
-    stored several times per turn, in rows and in indexes)."""
-    return f"{prefix}_{base64.b32encode(secrets.token_bytes(16)).decode().rstrip('=').lower()}"
+    """`prefix_` and 128 random bits in 26 base32 characters."""
+    return f"{prefix}_{_base32(secrets.token_bytes(16))}"
+
+
+def pack_id(value: str) -> bytes:
+    """An id as PostgreSQL stores it: one `new_id` made as its prefix's number and its 16 random bytes (17
+    bytes instead of 31 characters, in every row and index entry that holds it); any other string as a zero
+    byte and its UTF-8."""
+    prefix, _, body = value.partition("_")
+    if prefix in ID_PREFIXES and len(body) == 26:
+        with contextlib.suppress(binascii.Error):
+            raw = base64.b32decode(body.upper() + "======")
+            if _base32(raw) == body:
+                return bytes([ID_PREFIXES.index(prefix) + 1]) + raw
+    return b"\x00" + value.encode()
+
+
+def unpack_id(stored: bytes) -> str:
+    if stored[0] == 0:
+        return stored[1:].decode()
+    return f"{ID_PREFIXES[stored[0] - 1]}_{_base32(stored[1:])}"
+
+
+class PackedId(TypeDecorator[str]):
+    """An id column on PostgreSQL: `bytea` holding `pack_id`; the application sees the id string."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else pack_id(value)
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
+        return None if value is None else unpack_id(bytes(value))
+
+
+class PackedDigest(TypeDecorator[str]):
+    """A hex digest column on PostgreSQL: `bytea` holding its bytes (33 bytes for a SHA-256 instead of 65)."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else bytes.fromhex(value)
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
+        return None if value is None else bytes(value).hex()
+
+
+DigestType = String(64).with_variant(PackedDigest(), "postgresql")
+"""A SHA-256 in hex: varchar on SQLite, `PackedDigest` on PostgreSQL."""
+
+
+def id_type(length: int = 64) -> TypeEngine[str]:
+    """A string id: varchar on SQLite, `PackedId` on PostgreSQL."""
+    return String(length).with_variant(PackedId(), "postgresql")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -130,6 +195,27 @@ class OptionsJSON(TypeDecorator[list[Any]]):
         return [dict(BUILT_IN_OPTIONS[o]) if isinstance(o, str) else o for o in value]
 
 
+class ToolCallsJSON(TypeDecorator[list[Any]]):
+    """An assistant message's calls, in OpenAI's chat format, each stored as `[id, name, arguments]` (about
+    50 bytes of JSONB instead of 130); a call of any other shape is stored as it is."""
+
+    impl = JSONType
+    cache_ok = True
+
+    def process_bind_param(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
+        if value is None:
+            return None
+        return [[c["id"], c["function"]["name"], c["function"]["arguments"]]
+                if c.keys() == {"id", "type", "function"} and c["type"] == "function"
+                and c["function"].keys() == {"name", "arguments"} else c for c in value]
+
+    def process_result_value(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
+        if value is None:
+            return None
+        return [{"id": c[0], "type": "function", "function": {"name": c[1], "arguments": c[2]}}
+                if isinstance(c, list) else c for c in value]
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType, list[Any]: JSONType}
@@ -138,7 +224,7 @@ class Base(DeclarativeBase):
 class Session(Base):
     __tablename__ = "sessions"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("ses"))
+    id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("ses"))
     agent: Mapped[str] = mapped_column(String(200))
     channel: Mapped[str] = mapped_column(String(32))
     address: Mapped[str] = mapped_column(String(500))
@@ -158,7 +244,7 @@ class Session(Base):
 class Turn(Base):
     __tablename__ = "turns"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("turn"))
+    id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("turn"))
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="queued")
@@ -181,7 +267,7 @@ class Turn(Base):
 class Run(Base):
     __tablename__ = "runs"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("run"))
+    id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("run"))
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16))
@@ -200,8 +286,8 @@ class Message(Base):
     turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType)
-    tool_call_id: Mapped[str | None] = mapped_column(String(64))
+    tool_calls: Mapped[list[Any] | None] = mapped_column(ToolCallsJSON())
+    tool_call_id: Mapped[str | None] = mapped_column(id_type())
     principal: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -209,19 +295,19 @@ class Message(Base):
 class ToolCall(Base):
     __tablename__ = "tool_calls"
 
-    call_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    call_id: Mapped[str] = mapped_column(id_type(), primary_key=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)
     tool: Mapped[str] = mapped_column(String(200))
     input: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    input_hash: Mapped[str] = mapped_column(String(64))
+    input_hash: Mapped[str] = mapped_column(DigestType)
     status: Mapped[str] = mapped_column(String(24), default="proposed")
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    approval_request_id: Mapped[str | None] = mapped_column(String(80))
+    approval_request_id: Mapped[str | None] = mapped_column(id_type(80))
     responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
-    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(KeylessJSON(("decision", "reason")))
     stored_steps: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     interrupted: Mapped[int] = mapped_column(Integer, default=0)
@@ -232,11 +318,11 @@ class ToolCall(Base):
 class InputRequest(Base):
     __tablename__ = "input_requests"
 
-    request_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    request_id: Mapped[str] = mapped_column(id_type(80), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    call_id: Mapped[str | None] = mapped_column(String(64))
+    call_id: Mapped[str | None] = mapped_column(id_type())
     position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))
     prompt: Mapped[str] = mapped_column(Text)
@@ -264,7 +350,7 @@ class InputRequest(Base):
 class ResponseCandidate(Base):
     __tablename__ = "response_candidates"
 
-    candidate_id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: new_id("cand"))
+    candidate_id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("cand"))
     request_id: Mapped[str] = mapped_column(
         ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
     )
@@ -284,7 +370,7 @@ class ApprovalGrant(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     approval_key: Mapped[str] = mapped_column(String(200))
     granted_by: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
-    request_id: Mapped[str] = mapped_column(String(80))
+    request_id: Mapped[str] = mapped_column(id_type(80))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -294,7 +380,7 @@ class Event(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     type: Mapped[str] = mapped_column(String(40))
-    turn_id: Mapped[str | None] = mapped_column(String(64))
+    turn_id: Mapped[str | None] = mapped_column(id_type())
     data: Mapped[dict[str, Any]] = mapped_column(JSONType)
     at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -307,7 +393,7 @@ class Inbound(Base):
     external_id: Mapped[str] = mapped_column(String(200))
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     principal: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
-    payload_digest: Mapped[str] = mapped_column(String(64))
+    payload_digest: Mapped[str] = mapped_column(DigestType)
     item: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     processed_at: Mapped[datetime | None] = mapped_column()
     duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -3,6 +3,7 @@ those tables store what they hold."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from engine.db import MIGRATIONS, Database
 from engine.protocol import Principal, api_key_principal
-from engine.tables import Base, JSONType, Outbox
+from engine.tables import Base, Inbound, InputRequest, JSONType, Outbox, new_id, pack_id
 from engine.tables import Session as SessionRow
 from tests.support.services import require_postgres
 
@@ -186,3 +187,53 @@ def test_a_principal_stored_as_an_object_reads_as_it_was(migrated: Database) -> 
 
     assert stored_initiators(migrated) == {"ses_a": ALICE.wire()}
     assert loaded_initiators(migrated) == {"ses_a": ALICE.wire()}
+
+
+DIGEST = hashlib.sha256(b"payload").hexdigest()
+
+
+def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Database) -> None:
+    """Rows written before 0005 keep their ids (ours packed to 17 bytes, any other string kept whole) and
+    their digests (packed to their 32 bytes)."""
+    config = postgres_db.alembic_config()
+    command.upgrade(config, "0004")
+    session_id, turn_id, run_id = new_id("ses"), new_id("turn"), new_id("run")
+    ids = {"sessions": session_id, "turns": turn_id, "runs": run_id, "input_requests": f"limit-{turn_id}-3"}
+    with postgres_db.engine.begin() as conn:
+        conn.execute(text("INSERT INTO sessions (id, agent, channel, address, status, event_seq, message_seq, "
+                          "delivered_seq, delivery_queued, created_at, updated_at) VALUES (:s, 'a', 'api', 'x', "
+                          "'idle', 0, 0, 0, false, now(), now())"), {"s": session_id})
+        conn.execute(text("INSERT INTO turns (id, session_id, seq, status, input, steps, created_at, updated_at) "
+                          "VALUES (:t, :s, 1, 'waiting', 'go', 1, now(), now())"), {"t": turn_id, "s": session_id})
+        conn.execute(text("INSERT INTO runs (id, turn_id, seq, status, started_at) VALUES (:r, :t, 1, "
+                          "'interrupted', now())"), {"r": run_id, "t": turn_id})
+        conn.execute(text("INSERT INTO input_requests (request_id, session_id, turn_id, run_id, position, kind, "
+                          "prompt, options, allow_freeform, display, status, seq, created_at) VALUES (:q, :s, :t, "
+                          ":r, 0, 'session-limit', 'Continue?', '[]', false, 'confirmation', 'pending', 1, now())"),
+                     {"q": ids["input_requests"], "s": session_id, "t": turn_id, "r": run_id})
+        conn.execute(text("INSERT INTO inbound (channel, external_id, received_at, payload_digest, duplicates) "
+                          "VALUES ('slack', 'e1', now(), :d, 0)"), {"d": DIGEST})
+
+    command.upgrade(config, "head")
+
+    with postgres_db.engine.connect() as conn:
+        stored = {t: conn.scalar(text(f"SELECT {'request_id' if t == 'input_requests' else 'id'} FROM {t}"))
+                  for t in ids}
+    assert stored == {t: pack_id(i) for t, i in ids.items()}
+    assert len(stored["turns"]) == 17
+    with postgres_db.engine.connect() as conn:
+        assert conn.scalar(text("SELECT payload_digest FROM inbound")) == bytes.fromhex(DIGEST)
+    with postgres_db.read() as session:
+        assert session.scalars(select(Inbound.payload_digest)).one() == DIGEST
+    with postgres_db.read() as session:
+        request = session.scalars(select(InputRequest)).one()
+        assert (request.request_id, request.session_id, request.turn_id, request.run_id) == (
+            ids["input_requests"], session_id, turn_id, run_id)
+        assert session.get(SessionRow, session_id) is not None
+
+    command.downgrade(config, "0004")
+
+    with postgres_db.engine.connect() as conn:
+        assert conn.execute(text("SELECT request_id, session_id, turn_id, run_id FROM input_requests")).one() == (
+            ids["input_requests"], session_id, turn_id, run_id)
+        assert conn.scalar(text("SELECT payload_digest FROM inbound")) == DIGEST

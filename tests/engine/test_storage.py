@@ -1,6 +1,6 @@
 """How a parked turn is stored: the small JSON it repeats (principals, in columns and in `message.received`,
-a request's action, built-in options) goes in without its keys, and every read shows it whole, on SQLite and
-on PostgreSQL."""
+a request's action, built-in options, the model's calls, a call's verdict) goes in without its keys, and
+every read shows it whole, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,7 +9,20 @@ from typing import Any
 from sqlalchemy import select, type_coerce
 from sqlalchemy.orm import InstrumentedAttribute
 
-from engine.tables import APPROVE, CANCEL, Event, InputRequest, JSONType, Turn
+from engine.tables import (
+    APPROVE,
+    CANCEL,
+    ID_PREFIXES,
+    Event,
+    InputRequest,
+    JSONType,
+    Message,
+    ToolCall,
+    Turn,
+    new_id,
+    pack_id,
+    unpack_id,
+)
 from engine.tables import Session as SessionRow
 from tests.conftest import Stack
 from tests.support.agent import script
@@ -46,6 +59,14 @@ def test_an_approval_stores_its_principals_action_and_options_compactly(stack: S
     assert [e["data"] for e in stack.events(sid) if e["type"] == "message.received"] == [
         {"text": message, "principal": alice}]
 
+    call_id = request["action"]["callId"]
+    in_reply = (Message.session_id == sid) & (Message.role == "assistant")
+    assert stored(stack, Message.tool_calls, in_reply) == [[call_id, "refund", '{"charge_id": "ch_1", "amount": 20}']]
+    assert stored(stack, ToolCall.verdict, ToolCall.call_id == call_id) == ["user-approval", None]
+    [reply] = [m for m in stack.history(sid)["turns"][0]["messages"] if m["role"] == "assistant"]
+    assert reply["toolCalls"] == [{"id": call_id, "type": "function",
+                                   "function": {"name": "refund", "arguments": '{"charge_id": "ch_1", "amount": 20}'}}]
+
     stack.answer(request["requestId"], "approve")
 
     [resolved] = stack.history(sid)["turns"][0]["requests"]
@@ -60,3 +81,12 @@ def test_a_question_stores_its_own_options_whole(stack: Stack) -> None:
     assert stored(stack, InputRequest.options, InputRequest.request_id == question["requestId"]) == [
         {"id": "Red", "label": "Red"}, {"id": "Blue", "label": "Blue"}]
     assert [o["label"] for o in question["options"]] == ["Red", "Blue"]
+
+
+def test_postgres_packs_our_ids_to_17_bytes_and_keeps_any_other_string_whole() -> None:
+    ours = [new_id(prefix) for prefix in ID_PREFIXES]
+    others = ["ses_nope", ours[0].upper(), "ses_" + "b" * 25 + "7", f"limit-{ours[1]}-3", "", "é", "req_" + "a" * 27]
+
+    assert [len(pack_id(i)) for i in ours] == [17] * len(ours)
+    assert [unpack_id(pack_id(i)) for i in ours + others] == ours + others
+    assert [pack_id(i) for i in others] == [b"\x00" + i.encode() for i in others]

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from werkzeug.test import TestResponse
 
 from engine.events import emit
-from engine.tables import Event
+from engine.tables import Event, new_id
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, sqlite_settings
@@ -325,10 +325,15 @@ def test_history_holds_turns_runs_requests_with_candidates_and_messages(stack: S
     assert (call["toolName"], call["status"], call["approvalRequestId"]) == ("refund", "completed", request_id)
 
 
-def test_an_unknown_session_is_a_404(sqlite_stack: Stack) -> None:
-    client = sqlite_stack.client("alice")
-    expect_error(client.get("/api/sessions/ses_nope"), 404, "not_found")
-    expect_error(client.get("/api/sessions/ses_nope/events"), 404, "not_found")
+def test_an_unknown_session_or_request_is_a_404(stack: Stack) -> None:
+    """Whatever the id looks like: one of ours that does not exist, or any other string (PostgreSQL stores
+    the two kinds differently)."""
+    client = stack.client("alice")
+    for session_id in ("ses_nope", new_id("ses"), new_id("ses").upper(), "turn_" + new_id("ses")[4:], "é"):
+        expect_error(client.get(f"/api/sessions/{session_id}"), 404, "not_found")
+        expect_error(client.get(f"/api/sessions/{session_id}/events"), 404, "not_found")
+    for request_id in ("req_nope", new_id("req"), f"limit-{new_id('turn')}-1"):
+        expect_error(client.get(f"/api/requests/{request_id}"), 404, "not_found")
 
 
 def test_events_are_dense_ordered_and_read_after_a_cursor(stack: Stack) -> None:
