@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session as DbSession
 from .errors import InvalidInput
 from .protocol import Principal
 from .runtime import Runtime
-from .tables import Session, Turn
+from .tables import Session, Turn, new_id
 from .turns import ACTIVE_TURN
 
 
@@ -26,13 +26,11 @@ def open_session(
 ) -> Opened:
     """Create a session; a message starts its first turn."""
     with rt.transaction() as db:
-        session = Session(agent=rt.agent.name, channel=channel, address=address or "",
+        session = Session(id=new_id("ses"), agent=rt.agent.name, channel=channel, address=address or "",
                           initiator=initiator.wire() if initiator else None, status="idle",
                           created_at=rt.now(), updated_at=rt.now())
         db.add(session)
         db.flush()
-        if not session.address:
-            session.address = f"{channel}:{session.id}:"
         turn_id = queue_turn(rt, db, session, initiator, message) if message is not None else None
         return Opened(session.id, turn_id)
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SQLColumnExpression,
     String,
     Text,
     TypeDecorator,
@@ -27,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
@@ -227,7 +229,7 @@ class Session(Base):
     id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("ses"))
     agent: Mapped[str] = mapped_column(String(200))
     channel: Mapped[str] = mapped_column(String(32))
-    address: Mapped[str] = mapped_column(String(500))
+    stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -239,6 +241,21 @@ class Session(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     __table_args__ = (Index("ix_sessions_channel_address", "channel", "address"),)
+
+    @hybrid_property
+    def address(self) -> str:
+        """Where the session lives on its channel. A session opened without one (the REST API's) stores ""
+        and reads as `<channel>:<session id>:`: nothing looks it up by that, so it costs no bytes."""
+        return self.stored_address or f"{self.channel}:{self.id}:"
+
+    @address.inplace.setter
+    def _set_address(self, value: str) -> None:
+        self.stored_address = value
+
+    @address.inplace.expression
+    @classmethod
+    def _address_column(cls) -> SQLColumnExpression[str]:
+        return cls.stored_address
 
 
 class Turn(Base):

@@ -193,16 +193,16 @@ DIGEST = hashlib.sha256(b"payload").hexdigest()
 
 
 def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Database) -> None:
-    """Rows written before 0005 keep their ids (ours packed to 17 bytes, any other string kept whole) and
-    their digests (packed to their 32 bytes)."""
+    """Rows written before 0005 keep their ids (ours packed to 17 bytes, any other string kept whole), their
+    digests (packed to their 32 bytes) and their addresses (a REST API session's stored as "")."""
     config = postgres_db.alembic_config()
     command.upgrade(config, "0004")
     session_id, turn_id, run_id = new_id("ses"), new_id("turn"), new_id("run")
     ids = {"sessions": session_id, "turns": turn_id, "runs": run_id, "input_requests": f"limit-{turn_id}-3"}
     with postgres_db.engine.begin() as conn:
         conn.execute(text("INSERT INTO sessions (id, agent, channel, address, status, event_seq, message_seq, "
-                          "delivered_seq, delivery_queued, created_at, updated_at) VALUES (:s, 'a', 'api', 'x', "
-                          "'idle', 0, 0, 0, false, now(), now())"), {"s": session_id})
+                          "delivered_seq, delivery_queued, created_at, updated_at) VALUES (:s, 'a', 'api', :a, "
+                          "'idle', 0, 0, 0, false, now(), now())"), {"s": session_id, "a": f"api:{session_id}:"})
         conn.execute(text("INSERT INTO turns (id, session_id, seq, status, input, steps, created_at, updated_at) "
                           "VALUES (:t, :s, 1, 'waiting', 'go', 1, now(), now())"), {"t": turn_id, "s": session_id})
         conn.execute(text("INSERT INTO runs (id, turn_id, seq, status, started_at) VALUES (:r, :t, 1, "
@@ -229,7 +229,8 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
         request = session.scalars(select(InputRequest)).one()
         assert (request.request_id, request.session_id, request.turn_id, request.run_id) == (
             ids["input_requests"], session_id, turn_id, run_id)
-        assert session.get(SessionRow, session_id) is not None
+        opened = session.get_one(SessionRow, session_id)
+        assert (opened.stored_address, opened.address) == ("", f"api:{session_id}:")
 
     command.downgrade(config, "0004")
 
@@ -237,3 +238,4 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
         assert conn.execute(text("SELECT request_id, session_id, turn_id, run_id FROM input_requests")).one() == (
             ids["input_requests"], session_id, turn_id, run_id)
         assert conn.scalar(text("SELECT payload_digest FROM inbound")) == DIGEST
+        assert conn.scalar(text("SELECT address FROM sessions")) == f"api:{session_id}:"

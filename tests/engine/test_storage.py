@@ -53,6 +53,9 @@ def test_an_approval_stores_its_principals_action_and_options_compactly(stack: S
     assert request["action"] == {"kind": "tool-call", "callId": request["action"]["callId"], "toolName": "refund",
                                  "input": {"charge_id": "ch_1", "amount": 20}}
     assert stack.history(sid)["initiator"] == alice
+    with stack.rt.db.read() as db:  # a session opened without an address stores none, and shows one
+        assert db.scalar(select(SessionRow.stored_address).where(SessionRow.id == sid)) == ""
+    assert stack.history(sid)["address"] == f"api:{sid}:"
     received = (Event.session_id == sid) & (Event.type == "message.received")
     assert stored(stack, Event.data, received) == {"text": message, "principal": stored(stack, Turn.requested_by,
                                                                                           Turn.session_id == sid)}

@@ -10,9 +10,12 @@ hash, an inbound payload's) become their 32 bytes instead of 64 hex characters.
 
 Every read finds events and messages by session and seq (a stream from a seq on, the transcript in order),
 which their unique constraint already indexed: the surrogate `id` column and its primary-key index only
-cost bytes. A call's requests are looked up within its turn, by the turn's index. (The same release stores
-principals, a request's action, a call's verdict and the model's calls as JSON arrays without their keys,
-and built-in options by id; values stored as objects read as they were, so those need no data changes.)
+cost bytes. A call's requests are looked up within its turn, by the turn's index. A session opened without
+an address (the REST API's) stores "" instead of `<channel>:<session id>:`, which it still reads as.
+
+(The same release stores principals, a request's action, a call's verdict and the model's calls as JSON
+arrays without their keys, and built-in options by id; values stored as objects read as they were, so those
+need no data changes.)
 
 Revision ID: 0005
 Revises: 0004
@@ -133,6 +136,7 @@ def upgrade() -> None:
             batch_op.drop_column("id")
             batch_op.create_primary_key(f"pk_{table}", ["session_id", "seq"])
     op.drop_index("ix_input_requests_call_id", table_name="input_requests")
+    op.execute("UPDATE sessions SET address = '' WHERE address = channel || ':' || id || ':'")
     if op.get_context().dialect.name == "postgresql":
         convert_ids("bytea", "hitl_pack_id")
         for table, column in DIGESTS:
@@ -144,6 +148,7 @@ def downgrade() -> None:
         convert_ids("varchar({})", "hitl_unpack_id")
         for table, column in DIGESTS:
             op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar(64) USING encode({column}, 'hex')")
+    op.execute("UPDATE sessions SET address = channel || ':' || id || ':' WHERE address = ''")
     op.create_index("ix_input_requests_call_id", "input_requests", ["call_id"], unique=False)
     for table in KEYED:
         with op.batch_alter_table(table, schema=None) as batch_op:
