@@ -223,6 +223,8 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
     assert len(stored["turns"]) == 17
     with postgres_db.engine.connect() as conn:
         assert conn.scalar(text("SELECT payload_digest FROM inbound")) == bytes.fromhex(DIGEST)
+        assert conn.scalar(text("SELECT hitl_unpack_id(id) FROM turns WHERE id = hitl_pack_id(:t)"),
+                           {"t": turn_id}) == turn_id  # for SQL by hand
     with postgres_db.read() as session:
         assert session.scalars(select(Inbound.payload_digest)).one() == DIGEST
     with postgres_db.read() as session:
@@ -239,3 +241,5 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
             ids["input_requests"], session_id, turn_id, run_id)
         assert conn.scalar(text("SELECT payload_digest FROM inbound")) == DIGEST
         assert conn.scalar(text("SELECT address FROM sessions")) == f"api:{session_id}:"
+        assert conn.scalar(text("SELECT count(*) FROM pg_proc WHERE proname LIKE 'hitl%' AND pronamespace = "
+                                "current_schema()::regnamespace")) == 0

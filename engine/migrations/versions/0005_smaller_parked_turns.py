@@ -4,8 +4,10 @@ no index on input_requests.call_id.
 On PostgreSQL every id column becomes `bytea` holding `engine.tables.pack_id`: one of our ids (`ses_`,
 `turn_`... and 26 base32 characters) as its prefix's number and its 16 bytes, any other string as a zero
 byte and its UTF-8. A parked turn holds its ids about 45 times in rows and index entries: 17 bytes each
-instead of 31. The conversion runs in the database (`hitl_pack_id` below, the same rule as `pack_id`); the
-foreign keys between id columns are dropped while it runs and made again. SHA-256 digests (a call's input
+instead of 31. The conversion runs in the database: `hitl_pack_id(text)` below follows the same rule as
+`pack_id`, and it stays, with `hitl_unpack_id(bytea)`, for SQL by hand (`SELECT hitl_unpack_id(id) FROM
+turns WHERE id = hitl_pack_id('turn_...')`). The foreign keys between id columns are dropped while the
+columns change and made again. SHA-256 digests (a call's input
 hash, an inbound payload's) become their 32 bytes instead of 64 hex characters.
 
 Every read finds events and messages by session and seq (a stream from a seq on, the transcript in order),
@@ -62,7 +64,7 @@ DIGESTS = [("tool_calls", "input_hash"), ("inbound", "payload_digest")]
 """SHA-256 digests, stored as bytes instead of hex on PostgreSQL."""
 
 CODEC = r"""
-CREATE FUNCTION pg_temp.hitl_pack_id(id text) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION hitl_pack_id(id text) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   code int := array_position(ARRAY['ses', 'turn', 'run', 'call', 'req', 'cand'], split_part(id, '_', 1));
   body text := substr(id, strpos(id, '_') + 1);
@@ -88,7 +90,7 @@ BEGIN
   END IF;
   RETURN packed;
 END $$;
-CREATE FUNCTION pg_temp.hitl_unpack_id(packed bytea) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION hitl_unpack_id(packed bytea) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   id text := '';
   acc bigint := 0;
@@ -113,16 +115,15 @@ END $$;
 
 
 def convert_ids(to_type: str, function: str) -> None:
-    """Every id column to `to_type` through `function`, with the foreign keys between them dropped
-    meanwhile (PostgreSQL only)."""
+    """Every id column to `to_type` through `function` (made, or made again, first), with the foreign keys
+    between them dropped meanwhile (PostgreSQL only)."""
     for table, column, referred, _ in FOREIGN_KEYS:
         op.drop_constraint(f"fk_{table}_{column}_{referred}", table, type_="foreignkey")
     op.execute(CODEC)
     for table, columns in IDS.items():
         op.execute(f"ALTER TABLE {table} " + ", ".join(
             f"ALTER COLUMN {c} TYPE {to_type.format(80 if c.endswith('request_id') else 64)} USING "
-            f"pg_temp.{function}({c})" for c in columns))
-    op.execute("DROP FUNCTION pg_temp.hitl_pack_id(text); DROP FUNCTION pg_temp.hitl_unpack_id(bytea)")
+            f"{function}({c})" for c in columns))
     for table, column, referred, referred_column in FOREIGN_KEYS:
         op.create_foreign_key(f"fk_{table}_{column}_{referred}", table, referred, [column], [referred_column],
                               ondelete="CASCADE")
@@ -148,6 +149,7 @@ def downgrade() -> None:
         convert_ids("varchar({})", "hitl_unpack_id")
         for table, column in DIGESTS:
             op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE varchar(64) USING encode({column}, 'hex')")
+        op.execute("DROP FUNCTION hitl_pack_id(text); DROP FUNCTION hitl_unpack_id(bytea)")
     op.execute("UPDATE sessions SET address = channel || ':' || id || ':' WHERE address = ''")
     op.create_index("ix_input_requests_call_id", "input_requests", ["call_id"], unique=False)
     for table in KEYED:
