@@ -29,7 +29,7 @@ from engine.protocol import InputResponse
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import pack_id, unpack_id
+from engine.storage import pack_id, unpack_id
 
 from .config import Bench
 from .measure import engine_bytes, wait_turns

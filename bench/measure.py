@@ -11,7 +11,8 @@ from typing import Any
 
 import psycopg
 
-from engine.tables import Base, pack_id, unpack_id
+from engine.storage import pack_id, unpack_id
+from engine.tables import Base
 
 from .seed import Parked
 from .stack import Target, wait_for

@@ -20,7 +20,8 @@ from engine.channels import ChannelAdapter
 from engine.executors import InlineExecutor
 from engine.protocol import Principal, operator_principal
 from engine.sessions import open_session
-from engine.tables import Base, new_id, pack_id, unpack_id
+from engine.storage import new_id, pack_id, unpack_id
+from engine.tables import Base
 
 from .stack import Target, harness_runtime
 

@@ -11,7 +11,8 @@ from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from .requests import as_opened
-from .tables import PRINCIPAL, Event, InputRequest, Message, Session
+from .storage import PRINCIPAL
+from .tables import Event, InputRequest, Message, Session
 
 PENDING = "hitl_unnumbered"
 UNSENT = "hitl_unsent_events"
@@ -33,8 +34,8 @@ def emit(
 def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str, principal: dict[str, Any] | None,
                   at: datetime) -> None:
     """`message.received`: its principal stored without keys (`events_wire` shows it whole)."""
-    emit(db, session_id, "message.received", {"text": text, "principal": PRINCIPAL.pack(principal)},
-         turn_id=turn_id, at=at)
+    stored = PRINCIPAL.pack(principal) if principal else None
+    emit(db, session_id, "message.received", {"text": text, "principal": stored}, turn_id=turn_id, at=at)
 
 
 def emit_requested(db: DbSession, session_id: str, turn_id: str, requests: list[InputRequest], at: datetime) -> None:

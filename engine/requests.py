@@ -9,7 +9,8 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
-from .tables import APPROVE, CANCEL, InputRequest, ToolCall, new_id
+from .storage import APPROVE, CANCEL, new_id
+from .tables import InputRequest, ToolCall
 
 OPTION_SYNONYMS = {"deny": "cancel"}
 

@@ -23,7 +23,8 @@ from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import OPTION_SYNONYMS, request_out
 from .runtime import Runtime
 from .settlement import close_request
-from .tables import InputRequest, ResponseCandidate, Session, ToolCall, new_id
+from .storage import new_id
+from .tables import InputRequest, ResponseCandidate, Session, ToolCall
 from .turns import lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,8 @@ from .policies import expiry
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import open_approval, open_request
 from .runtime import Runtime
-from .tables import CONTINUE, STOP, InputRequest, Run, Session, ToolCall, Turn, new_id
+from .storage import CONTINUE, STOP, new_id
+from .tables import InputRequest, Run, Session, ToolCall, Turn
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_session, lock_turn, pending_requests

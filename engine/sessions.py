@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session as DbSession
 from .errors import InvalidInput
 from .protocol import Principal
 from .runtime import Runtime
-from .tables import Session, Turn, new_id
+from .storage import new_id
+from .tables import Session, Turn
 from .turns import ACTIVE_TURN
 
 

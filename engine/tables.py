@@ -2,35 +2,36 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
-import secrets
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     SQLColumnExpression,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     false,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeEngine
+
+from .storage import (
+    PRINCIPAL,
+    DigestType,
+    JSONType,
+    KeylessJSON,
+    OptionsJSON,
+    ToolCallsJSON,
+    UTCDateTime,
+    id_type,
+    new_id,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -45,177 +46,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-ID_PREFIXES = ("ses", "turn", "run", "call", "req", "cand")
-"""What our ids start with; PostgreSQL stores an id by its prefix's number (`pack_id`)."""
-
-
-def _base32(raw: bytes) -> str:
-    return base64.b32encode(raw).decode().rstrip("=").lower()
-
-
-def new_id(prefix: str) -> str:
-    """`prefix_` and 128 random bits in 26 base32 characters."""
-    return f"{prefix}_{_base32(secrets.token_bytes(16))}"
-
-
-def pack_id(value: str) -> bytes:
-    """An id as PostgreSQL stores it: one `new_id` made as its prefix's number and its 16 random bytes (17
-    bytes instead of 31 characters, in every row and index entry that holds it); any other string as a zero
-    byte and its UTF-8."""
-    prefix, _, body = value.partition("_")
-    if prefix in ID_PREFIXES and len(body) == 26:
-        with contextlib.suppress(binascii.Error):
-            raw = base64.b32decode(body.upper() + "======")
-            if _base32(raw) == body:
-                return bytes([ID_PREFIXES.index(prefix) + 1]) + raw
-    return b"\x00" + value.encode()
-
-
-def unpack_id(stored: bytes) -> str:
-    if stored[0] == 0:
-        return stored[1:].decode()
-    return f"{ID_PREFIXES[stored[0] - 1]}_{_base32(stored[1:])}"
-
-
-class PackedId(TypeDecorator[str]):
-    """An id column on PostgreSQL: `bytea` holding `pack_id`; the application sees the id string."""
-
-    impl = LargeBinary
-    cache_ok = True
-
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
-        return None if value is None else pack_id(value)
-
-    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
-        return None if value is None else unpack_id(bytes(value))
-
-
-class PackedDigest(TypeDecorator[str]):
-    """A hex digest column on PostgreSQL: `bytea` holding its bytes (33 bytes for a SHA-256 instead of 65)."""
-
-    impl = LargeBinary
-    cache_ok = True
-
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
-        return None if value is None else bytes.fromhex(value)
-
-    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
-        return None if value is None else bytes(value).hex()
-
-
-DigestType = String(64).with_variant(PackedDigest(), "postgresql")
-"""A SHA-256 in hex: varchar on SQLite, `PackedDigest` on PostgreSQL."""
-
-
-def id_type(length: int = 64) -> TypeEngine[str]:
-    """A string id: varchar on SQLite, `PackedId` on PostgreSQL."""
-    return String(length).with_variant(PackedId(), "postgresql")
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes on both databases (SQLite hands back naive ones)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a UTC column")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-"""JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL (so `IS NULL` means \"no value\")."""
 IdType = BigInteger().with_variant(Integer(), "sqlite")
-
-class KeylessJSON(TypeDecorator[dict[str, Any]]):
-    """A JSON object of known keys stored as the array of its values: in the small objects every parked turn
-    stores (principals, a request's action) the keys take more bytes than the values. A last key whose value
-    is empty is left off and reads back as `{}`. Objects stored as objects read as they were."""
-
-    impl = JSONType
-    cache_ok = True
-
-    def __init__(self, keys: tuple[str, ...], optional: str | None = None) -> None:
-        super().__init__()
-        self.keys, self.optional = keys, optional  # both in the type's cache key (named like the arguments)
-
-    def pack(self, value: dict[str, Any] | None) -> list[Any] | None:
-        if value is None:
-            return None
-        stored = [value[key] for key in self.keys]
-        return [*stored, value[self.optional]] if self.optional and value.get(self.optional) else stored
-
-    def unpack(self, value: Any) -> dict[str, Any] | None:
-        if not isinstance(value, list):
-            return cast(dict[str, Any] | None, value)
-        read = dict(zip(self.keys, value, strict=False))
-        if self.optional:
-            read[self.optional] = value[len(self.keys)] if len(value) > len(self.keys) else {}
-        return read
-
-    def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> list[Any] | None:
-        return self.pack(value)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any] | None:
-        return self.unpack(value)
-
-
-PRINCIPAL = KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
-"""A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
-
-
-APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
-CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
-CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
-STOP = {"id": "stop", "label": "Stop", "style": "danger"}
-BUILT_IN_OPTIONS = {option["id"]: option for option in (APPROVE, CANCEL, CONTINUE, STOP)}
-
-
-class OptionsJSON(TypeDecorator[list[Any]]):
-    """A request's options; a built-in one (Approve, Cancel...) is stored as its id: a tool approval's two
-    options take about 30 bytes instead of 140. They read back as the built-in options are now."""
-
-    impl = JSONType
-    cache_ok = True
-
-    def process_bind_param(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
-        if value is None:
-            return None
-        return [o["id"] if BUILT_IN_OPTIONS.get(o["id"]) == o else o for o in value]
-
-    def process_result_value(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
-        if value is None:
-            return None
-        return [dict(BUILT_IN_OPTIONS[o]) if isinstance(o, str) else o for o in value]
-
-
-class ToolCallsJSON(TypeDecorator[list[Any]]):
-    """An assistant message's calls, in OpenAI's chat format, each stored as `[id, name, arguments]` (about
-    50 bytes of JSONB instead of 130); a call of any other shape is stored as it is."""
-
-    impl = JSONType
-    cache_ok = True
-
-    def process_bind_param(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
-        if value is None:
-            return None
-        return [[c["id"], c["function"]["name"], c["function"]["arguments"]]
-                if c.keys() == {"id", "type", "function"} and c["type"] == "function"
-                and c["function"].keys() == {"name", "arguments"} else c for c in value]
-
-    def process_result_value(self, value: list[Any] | None, dialect: Dialect) -> list[Any] | None:
-        if value is None:
-            return None
-        return [{"id": c[0], "type": "function", "function": {"name": c[1], "arguments": c[2]}}
-                if isinstance(c, list) else c for c in value]
 
 
 class Base(DeclarativeBase):

@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session as DbSession
 from .errors import NotFound
 from .events import add_message, emit, emit_received, hold
 from .runtime import Runtime
-from .tables import InputRequest, Run, Session, Turn, new_id
+from .storage import new_id
+from .tables import InputRequest, Run, Session, Turn
 
 ACTIVE_TURN = ("queued", "running", "waiting")
 

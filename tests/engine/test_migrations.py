@@ -23,7 +23,8 @@ from sqlalchemy.engine import make_url
 
 from engine.db import MIGRATIONS, Database
 from engine.protocol import Principal, api_key_principal
-from engine.tables import Base, Inbound, InputRequest, JSONType, Outbox, new_id, pack_id
+from engine.storage import JSONType, new_id, pack_id
+from engine.tables import Base, Inbound, InputRequest, Outbox
 from engine.tables import Session as SessionRow
 from tests.support.services import require_postgres
 

@@ -9,20 +9,8 @@ from typing import Any
 from sqlalchemy import select, type_coerce
 from sqlalchemy.orm import InstrumentedAttribute
 
-from engine.tables import (
-    APPROVE,
-    CANCEL,
-    ID_PREFIXES,
-    Event,
-    InputRequest,
-    JSONType,
-    Message,
-    ToolCall,
-    Turn,
-    new_id,
-    pack_id,
-    unpack_id,
-)
+from engine.storage import APPROVE, CANCEL, ID_PREFIXES, JSONType, new_id, pack_id, unpack_id
+from engine.tables import Event, InputRequest, Message, ToolCall, Turn
 from engine.tables import Session as SessionRow
 from tests.conftest import Stack
 from tests.support.agent import script

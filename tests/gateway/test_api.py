@@ -17,7 +17,8 @@ from sqlalchemy import select
 from werkzeug.test import TestResponse
 
 from engine.events import emit
-from engine.tables import Event, new_id
+from engine.storage import new_id
+from engine.tables import Event
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, sqlite_settings
