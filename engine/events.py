@@ -62,6 +62,11 @@ def hold(db: DbSession, session: Session) -> None:
     db.info.setdefault(HELD, {})[session.id] = session
 
 
+def held(db: DbSession, session_id: str) -> Session | None:
+    """The session this transaction holds (locked and loaded), if it does."""
+    return cast(Session | None, db.info.get(HELD, {}).get(session_id))
+
+
 @event.listens_for(DbSession, "before_commit")
 def _send(db: DbSession) -> None:
     """The transaction's events are numbered now and inserted by the commit's flush, with the counters of the

@@ -13,6 +13,7 @@ from .storage import APPROVE, CANCEL, new_id
 from .tables import InputRequest, ToolCall
 
 OPTION_SYNONYMS = {"deny": "cancel"}
+OPENED = "hitl_opened_requests"
 
 
 def open_request(
@@ -44,25 +45,31 @@ def open_request(
         expires_at=expires_at, call_id=call_id, position=position,
     )
     db.add(request)
+    db.info.setdefault(OPENED, set()).add(turn_id)
     return request
+
+
+def opened_in(db: DbSession, turn_id: str) -> bool:
+    """Whether this transaction opened a request of the turn (it is pending until the transaction commits)."""
+    return turn_id in db.info.get(OPENED, ())
 
 
 def open_approval(
     db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
     now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text."""
-    request = open_request(
+    """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text. The call's new
+    state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
+    call.status = "awaiting_approval"
+    call.approval_request_id = new_id("req")
+    call.updated_at = now
+    return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
         prompt=prompt or f"Approve {title}?",
         action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
         options=[APPROVE, CANCEL], allow_freeform=False, display="confirmation", requested_by=requested_by,
-        now=now, expires_at=expires_at, call_id=call.call_id,
+        now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
     )
-    call.status = "awaiting_approval"
-    call.approval_request_id = request.request_id
-    call.updated_at = now
-    return request
 
 
 def request_wire(request: InputRequest) -> dict[str, Any]:

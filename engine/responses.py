@@ -2,6 +2,8 @@
 
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
+The default policy (`requester_only`) only compares two principals: responses it judges, all to one
+session, are judged and settled in the transaction that stores them.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall
-from .turns import lock_turn, schedule_resume
+from .turns import lock_session, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +51,14 @@ class ResponseResult:
 @dataclass(frozen=True)
 class Checked:
     """A response validated against its request: the option resolved, the text trimmed. `request` is the row
-    read in the validating transaction (held here: the session's identity map keeps no row alive)."""
+    read in the validating transaction, `call` the tool call it asks about, if any (held here: the session's
+    identity map keeps no row alive)."""
 
     response: InputResponse
     option_id: str | None
     text: str | None
     request: InputRequest
+    call: ToolCall | None
 
 
 def submit_responses(
@@ -64,7 +68,14 @@ def submit_responses(
     then judge and settle each in turn."""
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
+        sessions = {c.request.session_id for c in checked}
+        at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
+        if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
+            lock_session(db, sessions.pop())
         recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c) for c in checked]
+        if at_once:
+            return [settle(rt, db, principal, c, candidate_id, *judge(rt, policy, context))
+                    for c, (candidate_id, context, policy) in zip(checked, recorded, strict=True)]
     return [settle_one(rt, principal, c, *r) for c, r in zip(checked, recorded, strict=True)]
 
 
@@ -78,7 +89,8 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, request)
+    call = db.get(ToolCall, request.call_id) if request.call_id else None
+    return Checked(response, option_id, text, request, call)
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -119,32 +131,38 @@ def outcome_of(kind: str, option_id: str | None) -> str:
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
                policy: ResponsePolicy) -> ResponseResult:
-    request_id = checked.response.request_id
     verdict, reason = judge(rt, policy, context)
     with rt.transaction() as db:
-        request = db.get_one(InputRequest, request_id)
-        turn = lock_turn(db, request.turn_id, request.session_id)
-        if verdict == "pending":
-            judge_candidate(rt, db, candidate_id)
-            return ResponseResult(request_id, "pending", request_out(request))
-        if verdict != "allowed":
-            judge_candidate(rt, db, candidate_id, verdict, reason)
-            judged(rt, db, request, candidate_id, verdict, reason, principal)
-            if request.status == "pending":
-                emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
-            return ResponseResult(request_id, "refused", request_out(request), reason)
-        response = {"optionId": checked.option_id, "text": checked.text}
-        settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
-                                response=response, responder=principal)
-        if settled is None:
-            reason = "the request was already settled"
-            judge_candidate(rt, db, candidate_id, "stale", reason)
-            judged(rt, db, request, candidate_id, "stale", reason, principal)
-            db.refresh(request)
-            return ResponseResult(request_id, "stale", request_out(request), reason)
-        judge_candidate(rt, db, candidate_id, "allowed")
-        schedule_resume(rt, db, turn)
-        return ResponseResult(request_id, "settled", request_out(settled))
+        return settle(rt, db, principal, checked, candidate_id, verdict, reason)
+
+
+def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, candidate_id: str, verdict: str,
+           reason: str | None) -> ResponseResult:
+    """Apply the policy's verdict on a stored candidate, in the caller's transaction."""
+    request_id = checked.response.request_id
+    request = db.get_one(InputRequest, request_id)
+    turn = lock_turn(db, request.turn_id, request.session_id)
+    if verdict == "pending":
+        judge_candidate(rt, db, candidate_id)
+        return ResponseResult(request_id, "pending", request_out(request))
+    if verdict != "allowed":
+        judge_candidate(rt, db, candidate_id, verdict, reason)
+        judged(rt, db, request, candidate_id, verdict, reason, principal)
+        if request.status == "pending":
+            emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
+        return ResponseResult(request_id, "refused", request_out(request), reason)
+    response = {"optionId": checked.option_id, "text": checked.text}
+    settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
+                            response=response, responder=principal)
+    if settled is None:
+        reason = "the request was already settled"
+        judge_candidate(rt, db, candidate_id, "stale", reason)
+        judged(rt, db, request, candidate_id, "stale", reason, principal)
+        db.refresh(request)
+        return ResponseResult(request_id, "stale", request_out(request), reason)
+    judge_candidate(rt, db, candidate_id, "allowed")
+    schedule_resume(rt, db, turn)
+    return ResponseResult(request_id, "settled", request_out(settled))
 
 
 def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
@@ -163,7 +181,7 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo,
     request = checked.request
     judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
     return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
-        response_policy_for(rt, db, request)
+        response_policy_for(rt, checked)
 
 
 def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
@@ -191,10 +209,9 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
                            candidates=candidates)
 
 
-def response_policy_for(rt: Runtime, db: DbSession, request: InputRequest) -> ResponsePolicy:
+def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
     """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default."""
-    call = db.get(ToolCall, request.call_id) if request.call_id else None
-    tool = rt.agent.tools.get(call.tool) if call else None
+    tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
     return (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
 
 

@@ -23,7 +23,7 @@ from .lease import LeaseKeeper
 from .llm import ModelReply
 from .policies import expiry
 from .protocol import APP_PRINCIPAL, principal_or_none
-from .requests import open_approval, open_request
+from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
 from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
@@ -339,7 +339,7 @@ class Driver:
         )
 
     def park_if_waiting(self, db: DbSession, turn: Turn) -> bool:
-        if not pending_requests(db, self.turn_id):
+        if not opened_in(db, self.turn_id) and not pending_requests(db, self.turn_id):
             return False
         now = self.rt.now()
         db.execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))

@@ -88,8 +88,8 @@ class Runtime:
             if job_row is not None:
                 outbox = cast(Table, Outbox.__table__)
                 session.connection().execute(delete(outbox).where(outbox.c.id == job_row))
-            session.flush()
-            rows = [(row.id, row.job, list(row.args)) for row in session.info.pop("outbox", [])]
+            enqueued = session.info.pop("outbox", [])
+        rows = [(row.id, row.job, list(row.args)) for row in enqueued]  # ids given by the commit's one flush
         if job_row is not None:
             _job_row.set(None)
         later = _follow_ups.get()

@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, ScalarSelect, func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
-from .events import add_message, emit, emit_received, hold
+from .events import add_message, emit, emit_received, held, hold
 from .runtime import Runtime
 from .storage import new_id
 from .tables import InputRequest, Run, Session, Turn
@@ -26,7 +26,10 @@ def active_turn(db: DbSession, session_id: str) -> Turn | None:
 def lock_session(db: DbSession, session_id: str) -> Session:
     """Load a session with its row locked. The transaction holds it (`events.hold`): later `get()`s of the
     session in the same transaction read the identity map, and its events and messages are numbered without
-    a statement each."""
+    a statement each. A session the transaction holds already is not read again."""
+    session = held(db, session_id)
+    if session is not None:  # locked by an earlier statement of this transaction
+        return session
     session = _locked(db, Session.id == session_id)
     if session is None:
         raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})

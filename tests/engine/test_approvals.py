@@ -196,6 +196,30 @@ def test_custom_response_policy(stack: Stack) -> None:
     assert payout["requester"] == "alice" and payout["responder"] == "bob"
 
 
+def test_the_default_policy_settles_in_the_transaction_that_stores_the_response(stack: Stack) -> None:
+    """`requester_only` only compares principals: store, judge and settle commit once. A policy of the agent's
+    runs between two commits, after its candidate is stored, so slow policy code can lose nothing."""
+    commits: list[object] = []
+    event.listen(stack.rt.db.engine, "commit", commits.append)
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})], [("payout", {"amount": 4})]))
+    [refund] = stack.pending(sid)
+    commits.clear()
+    assert stack.answer(refund["requestId"], "approve", settle=False).status == "settled"
+    assert len(commits) == 1
+
+    stack.settle()
+    [payout] = stack.pending(sid)
+    commits.clear()
+    assert stack.answer(payout["requestId"], "approve", who="bob", settle=False).status == "settled"
+    assert len(commits) == 2
+    stack.settle()
+    events = stack.event_types(sid)
+    assert events.count("approval.candidate") == 2 and events.count("approval.settled") == 2
+    assert stack.turn(sid)["status"] == "completed"
+    candidates = [c for r in stack.turn(sid)["requests"] for c in r["candidates"]]
+    assert [c["outcome"] for c in candidates] == ["allowed", "allowed"]
+
+
 def test_a_response_policy_can_wait_for_a_second_person(stack: Stack) -> None:
     sid, _ = stack.start(script([("wire_transfer", {"amount": 1000})]))
     [request] = stack.pending(sid)
@@ -284,5 +308,32 @@ def test_the_sessions_grants_are_read_only_for_a_policy_that_looks_at_them(tmp_p
 
         stack.start(script([("deploy", {"env": "staging"})]))
         assert [s for s in statements if "FROM approval_grants" in s]
+    finally:
+        stack.close()
+
+
+def test_a_park_and_resume_cycle_stays_within_its_statement_budget(tmp_path: Path) -> None:
+    """What one approval cycle costs the database (the bench's cycle throughput follows it): opening the
+    session, the run that parks, then the answer and the run that ends the turn. A change that adds a
+    statement or a commit to this path shows here first."""
+    stack = Stack("sqlite", sqlite_settings(tmp_path))
+    statements: list[str] = []
+    commits: list[object] = []
+    event.listen(stack.rt.db.engine, "before_cursor_execute",
+                 lambda _c, _cur, statement, *_: statements.append(statement))
+    event.listen(stack.rt.db.engine, "commit", commits.append)
+    try:
+        sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+        assert len(statements) <= 28  # (SQLite's BEGINs included)
+        assert len(commits) == 3
+        [request] = stack.pending(sid)
+        statements.clear()
+        commits.clear()
+
+        stack.answer(request["requestId"], "approve")
+
+        assert len(commits) == 4  # store+judge+settle, claim+start the call, its result, the model's answer
+        assert len(statements) <= 48
+        assert stack.turn(sid)["status"] == "completed"
     finally:
         stack.close()
