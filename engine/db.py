@@ -43,6 +43,9 @@ class Database:
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine: Engine = create_engine(self.url, **kwargs)
+        # a flush's rows of one table go out as one multi-row INSERT, not as an executemany (on psycopg, a
+        # pipeline with a sync per batch): a transaction's events are one statement
+        self.engine.dialect.use_insertmanyvalues_wo_returning = True
         if self.is_sqlite:
             _configure_sqlite(self.engine)
         else:

@@ -22,19 +22,17 @@ from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
 from .policies import expiry
-from .protocol import APP_PRINCIPAL, principal_or_none
+from .protocol import APP_PRINCIPAL, Principal, principal_or_none
 from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
 from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
-from .turns import claim, end_turn, lock_session, lock_turn, pending_requests
+from .turns import LATEST_RUN, claim, end_turn, lock_session, lock_turn, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
-
-LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
 
 
 class LeaseLost(Exception):
@@ -322,11 +320,9 @@ class Driver:
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
-        if call.approval_request_id:
-            request = db.get_one(InputRequest, call.approval_request_id)
-            responder = principal_or_none(request.responder)
-            if responder is not None:
-                approval = Approval(request.request_id, responder, (request.response or {}).get("text"))
+        if call.approval_request_id:  # a person approved it (`settle_call` keeps who; an approve has no note)
+            if call.responder:
+                approval = Approval(call.approval_request_id, Principal.model_validate(call.responder))
         elif call.responder:
             approval = Approval("policy", APP_PRINCIPAL, (call.responder.get("attributes") or {}).get("reason"))
         session = db.get_one(Session, turn.session_id)

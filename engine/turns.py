@@ -14,6 +14,8 @@ from .storage import new_id
 from .tables import InputRequest, Run, Session, Turn
 
 ACTIVE_TURN = ("queued", "running", "waiting")
+LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
+"""The id of a turn's latest run, as a column of a query on turns."""
 
 
 def active_turn(db: DbSession, session_id: str) -> Turn | None:
@@ -143,13 +145,13 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     session = _locked(db, Session.id == _session_of(turn_id))
     if session is None:
         return None
-    turn = db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+    turn, latest = db.execute(select(Turn, LATEST_RUN).where(Turn.id == turn_id).with_for_update(of=Turn)).one()
     if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
         return None
     now = rt.now()
     turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
     session.status = "active"
-    run_id = db.execute(  # the run a resume opened (at most one: the latest), now running
+    run_id = None if latest is None else db.execute(  # the run a resume opened (the latest), now running
         update(Run).where(Run.turn_id == turn_id, Run.status == "resuming")
         .values(status="running", started_at=now).returning(Run.id)
     ).scalar_one_or_none()
