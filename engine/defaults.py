@@ -9,6 +9,11 @@ SWEEP_OUTBOX_AFTER_SECONDS = 30
 SWEEP_QUEUED_TURN_AFTER_SECONDS = 30
 """A queued turn untouched for this long is enqueued again by sweep()."""
 
+SWEEP_SETTLED_EVERY_SECONDS = 3600.0
+"""How often a Sweeper looks for waiting turns whose requests are all closed (and on its first sweep).
+Every close resumes its turn in the same transaction, so only a turn left so by a crash of an older
+version, or by an edit by hand, is found; the query reads every waiting turn."""
+
 RESPONSE_POLICY_TIMEOUT_SECONDS = 10.0
 """An async response policy slower than this leaves its candidate `timed-out`."""
 

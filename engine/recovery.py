@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,8 +33,9 @@ class SweepReport:
     pushed: int = 0
 
 
-def sweep(rt: Runtime) -> SweepReport:
-    """Recover dead runners' turns, resume settled ones, re-enqueue lost jobs, push the outbox."""
+def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
+    """Recover dead runners' turns, resume settled ones (with `settled`: a query over every waiting turn),
+    re-enqueue lost jobs, push the outbox."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -43,7 +45,7 @@ def sweep(rt: Runtime) -> SweepReport:
         open_requests = select(InputRequest.request_id).where(
             InputRequest.turn_id == Turn.id, InputRequest.status == "pending").exists()
         waiting = list(db.execute(  # settled but never resumed: one query, however many turns are parked
-            select(Turn.id).where(Turn.status == "waiting", ~open_requests)).scalars())
+            select(Turn.id).where(Turn.status == "waiting", ~open_requests)).scalars()) if settled else []
         stuck = list(db.execute(
             select(Turn.id).where(
                 Turn.status == "queued",
@@ -174,10 +176,12 @@ def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
 
 
 class Sweeper:
-    """Runs sweep() every `seconds` in a daemon thread (each `hitl worker`, and the embedded server)."""
+    """Runs sweep() every `seconds` in a daemon thread (each `hitl worker`, and the embedded server); the
+    look for settled turns never resumed, on the first sweep and then every `settled_every` seconds."""
 
-    def __init__(self, rt: Runtime, seconds: float) -> None:
-        self.rt, self.seconds = rt, seconds
+    def __init__(self, rt: Runtime, seconds: float,
+                 settled_every: float = defaults.SWEEP_SETTLED_EVERY_SECONDS) -> None:
+        self.rt, self.seconds, self.settled_every = rt, seconds, settled_every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="hitl-sweeper", daemon=True)
 
@@ -191,8 +195,13 @@ class Sweeper:
             self._thread.join()
 
     def _loop(self) -> None:
+        settled_at: float | None = None
         while not self._stop.wait(self.seconds):
+            started = time.monotonic()
+            settled = settled_at is None or started - settled_at >= self.settled_every
             try:
-                sweep(self.rt)
+                sweep(self.rt, settled=settled)
             except Exception:  # the next round tries again
                 log.exception("sweep failed")
+            else:
+                settled_at = started if settled else settled_at

@@ -264,3 +264,50 @@ def _pings(client: object) -> bool:
         return bool(client.ping())  # type: ignore[attr-defined]
     except Exception:
         return False
+
+
+def closed_but_waiting(stack: Stack) -> tuple[str, str]:
+    """A turn parked on a refund approval that was closed by a process that died before resuming it (every
+    close resumes its turn in the same transaction now: such a turn comes from an older version's crash)."""
+    from engine.protocol import api_key_principal
+    from engine.settlement import close_request
+
+    sid, turn_id = stack.start(script([("refund", {"charge_id": "ch_9", "amount": 9})]))
+    [request] = stack.pending(sid)
+    with stack.rt.transaction() as db:
+        close_request(stack.rt, db, request["requestId"], outcome="approved",
+                      response={"optionId": "approve", "text": None}, responder=api_key_principal("alice"))
+    assert stack.turn(sid)["status"] == "waiting"
+    return sid, turn_id
+
+
+def test_the_sweep_resumes_a_settled_turn_nobody_resumed(stack: Stack) -> None:
+    sid, _ = closed_but_waiting(stack)
+
+    assert sweep(stack.rt, settled=False).resumed == 0  # the cheap sweep does not read every waiting turn
+    assert stack.turn(sid)["status"] == "waiting"
+    assert sweep(stack.rt).resumed == 1
+    stack.settle()
+
+    assert stack.turn(sid)["status"] == "completed"
+    assert [e["charge_id"] for e in read_ledger() if e["tool"] == "refund"] == ["ch_9"]
+
+
+def test_a_sweeper_looks_for_settled_turns_first_then_only_every_settled_every(tmp_path: Path) -> None:
+    from engine.recovery import Sweeper
+
+    stack = Stack("sqlite", sqlite_settings(tmp_path))
+    sweeper = Sweeper(stack.rt, 0.05, settled_every=3600)
+    try:
+        first, _ = closed_but_waiting(stack)
+        sweeper.start()
+        wait_for(lambda: stack.turn(first)["status"] == "completed", timeout=30, what="the first sweep")
+
+        later, _ = closed_but_waiting(stack)
+        time.sleep(0.5)  # ten sweeps, none of them due to look again
+
+        assert stack.turn(later)["status"] == "waiting"
+        assert sweep(stack.rt).resumed == 1
+    finally:
+        sweeper.stop()
+        stack.close()
