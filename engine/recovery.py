@@ -204,4 +204,5 @@ class Sweeper:
             except Exception:  # the next round tries again
                 log.exception("sweep failed")
             else:
-                settled_at = started if settled else settled_at
+                if settled:
+                    settled_at = started

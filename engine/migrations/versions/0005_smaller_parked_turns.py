@@ -1,7 +1,7 @@
 """Smaller parked turns: ids and digests packed on PostgreSQL; events and messages keyed by (session_id, seq);
 no index on input_requests.call_id.
 
-On PostgreSQL every id column becomes `bytea` holding `engine.tables.pack_id`: one of our ids (`ses_`,
+On PostgreSQL every id column becomes `bytea` holding `engine.storage.pack_id`: one of our ids (`ses_`,
 `turn_`... and 26 base32 characters) as its prefix's number and its 16 bytes, any other string as a zero
 byte and its UTF-8. A parked turn holds its ids about 45 times in rows and index entries: 17 bytes each
 instead of 31. The conversion runs in the database: `hitl_pack_id(text)` below follows the same rule as
