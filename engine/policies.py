@@ -176,12 +176,18 @@ class ResponseInfo:
 
 @dataclass(frozen=True)
 class ResponseContext:
-    """What a response policy sees. `candidates` are earlier responses still pending on this request."""
+    """What a response policy sees about one response to a request."""
 
     request: InputRequestOut
     response: ResponseInfo
     session: SessionInfo
-    candidates: list[ResponseInfo] = field(default_factory=list)
+    earlier: Callable[[], list[ResponseInfo]] = field(default=list, repr=False, compare=False)
+    """Reads `candidates`, only for a policy that looks at them."""
+
+    @cached_property
+    def candidates(self) -> list[ResponseInfo]:
+        """The earlier responses to this request still pending (a two-person rule counts them)."""
+        return self.earlier()
 
 
 ResponsePolicy = Callable[[ResponseContext], Any]

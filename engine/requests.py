@@ -35,13 +35,14 @@ def open_request(
     call_id: str | None = None,
     position: int = 0,
 ) -> InputRequest:
-    seq = db.execute(
-        select(func.coalesce(func.max(InputRequest.seq), 0)).where(InputRequest.session_id == session_id)
-    ).scalar_one()
+    """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
+    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early."""
+    seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
+        InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
-        display=display, requested_by=requested_by, status="pending", seq=seq + 1, created_at=now,
+        display=display, requested_by=requested_by, status="pending", seq=seq, created_at=now,
         expires_at=expires_at, call_id=call_id, position=position,
     )
     db.add(request)

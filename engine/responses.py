@@ -72,7 +72,8 @@ def submit_responses(
         at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
             lock_session(db, sessions.pop())
-        recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c) for c in checked]
+        recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c, at_once)
+                    for c in checked]
         if at_once:
             return [settle(rt, db, principal, c, candidate_id, *judge(rt, policy, context))
                     for c, (candidate_id, context, policy) in zip(checked, recorded, strict=True)]
@@ -171,16 +172,17 @@ def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str 
                .values(judged_at=rt.now(), outcome=outcome, reason=reason))
 
 
-def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo,
-                     checked: Checked) -> tuple[str, ResponseContext, ResponsePolicy]:
-    """Store the response as a pending candidate before any policy code runs: nothing can be lost."""
+def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
+                     judged_here: bool) -> tuple[str, ResponseContext, ResponsePolicy]:
+    """Store the response as a pending candidate before any policy code runs: nothing can be lost. The policy
+    is judged in this transaction (`judged_here`) or after it commits."""
     candidate = ResponseCandidate(candidate_id=new_id("cand"), request_id=checked.response.request_id,
                                   responder=info.responder.wire(), decision=info.decision, text=info.text,
                                   outcome="pending", created_at=rt.now())
     db.add(candidate)
     request = checked.request
     judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
-    return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id), \
+    return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id, judged_here), \
         response_policy_for(rt, checked)
 
 
@@ -193,20 +195,23 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
 
 
-def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str) -> ResponseContext:
-    earlier = db.execute(
-        select(ResponseCandidate).where(
+def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
+                   judged_here: bool) -> ResponseContext:
+    """The policy's view. The earlier candidates are read when the policy asks for them if it runs in this
+    transaction (the default policy never does), else now."""
+    def earlier() -> list[ResponseInfo]:
+        rows = db.execute(select(ResponseCandidate).where(
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
             ResponseCandidate.candidate_id != candidate_id,
-        ).order_by(ResponseCandidate.created_at)
-    ).scalars()
-    candidates = [
-        ResponseInfo(Principal.model_validate(c.responder), c.decision, c.text)
-        for c in earlier
-    ]
+        ).order_by(ResponseCandidate.created_at)).scalars()
+        return [ResponseInfo(Principal.model_validate(c.responder), c.decision, c.text) for c in rows]
+
     session = db.get_one(Session, request.session_id)
-    return ResponseContext(request=request_out(request), response=info, session=session_info(session),
-                           candidates=candidates)
+    context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
+                              earlier=earlier)
+    if not judged_here:
+        _ = context.candidates  # read now: the policy runs after the commit
+    return context
 
 
 def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession
@@ -29,7 +29,7 @@ from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
-from .turns import LATEST_RUN, claim, end_turn, lock_session, lock_turn, pending_requests
+from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -125,13 +125,10 @@ class Driver:
 
     def fenced(self, db: DbSession) -> Turn:
         """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
-        lock_session(db, self.session_id)
-        turn, latest_run = db.execute(
-            select(Turn, LATEST_RUN).where(Turn.id == self.turn_id).with_for_update(of=Turn)
-        ).one()
-        if turn.status != "running" or latest_run != self.run_id:
+        locked = lock_turn_run(db, self.turn_id)
+        if locked is None or locked[1].status != "running" or locked[2] != self.run_id:
             raise LeaseLost(self.turn_id)
-        return cast(Turn, turn)
+        return locked[1]
 
     def drive(self) -> None:
         """Claim the turn and take its first step in one transaction, then one transaction per step."""
@@ -338,7 +335,8 @@ class Driver:
         if not opened_in(db, self.turn_id) and not pending_requests(db, self.turn_id):
             return False
         now = self.rt.now()
-        db.execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
+        with db.no_autoflush:  # the step's rows go out with the turn's new state, in the commit's one flush
+            db.execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
         turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True

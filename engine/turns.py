@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, func, insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
@@ -32,17 +32,26 @@ def lock_session(db: DbSession, session_id: str) -> Session:
     session = held(db, session_id)
     if session is not None:  # locked by an earlier statement of this transaction
         return session
-    session = _locked(db, Session.id == session_id)
+    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
     if session is None:
         raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+    hold(db, session)
     return session
 
 
-def _locked(db: DbSession, where: ColumnElement[bool]) -> Session | None:
-    session = db.execute(select(Session).where(where).with_for_update()).scalar_one_or_none()
-    if session is not None:
-        hold(db, session)
-    return session
+def lock_turn_run(db: DbSession, turn_id: str) -> tuple[Session, Turn, str | None] | None:
+    """A turn, its session and the id of its latest run, the session's row and the turn's locked by one
+    statement (PostgreSQL locks them in the order `OF` names them: session first, as every writer takes
+    them); None if there is no such turn. The transaction holds the session, as `lock_session` does."""
+    row = db.execute(
+        select(Session, Turn, LATEST_RUN).join(Turn, Turn.session_id == Session.id).where(Turn.id == turn_id)
+        .with_for_update(of=[Session, Turn])
+    ).one_or_none()
+    if row is None:
+        return None
+    session, turn, latest_run = row
+    hold(db, session)
+    return session, turn, latest_run
 
 
 def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Turn:
@@ -50,18 +59,14 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
 
     Locks are always taken session row first, then turn row: appending an event locks the session row
     too, so every transaction that holds a turn and emits takes them in the same order (no deadlock).
-    Pass the turn's `session_id` when it is known, to save a subquery.
+    A turn of the session this transaction holds (`session_id`) is locked alone.
     """
-    if session_id is None:
-        if _locked(db, Session.id == _session_of(turn_id)) is None:
-            raise NotFound(f"no turn {turn_id!r}", {"turnId": turn_id})
-    else:
-        lock_session(db, session_id)
-    return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
-
-
-def _session_of(turn_id: str) -> ScalarSelect[str]:
-    return select(Turn.session_id).where(Turn.id == turn_id).scalar_subquery()
+    if session_id is not None and held(db, session_id) is not None:
+        return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+    locked = lock_turn_run(db, turn_id)
+    if locked is None:
+        raise NotFound(f"no turn {turn_id!r}", {"turnId": turn_id})
+    return locked[1]
 
 
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
@@ -142,10 +147,10 @@ def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
 def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     """In the caller's transaction: move the turn from `queued` to `running` under its lock and open (or
     activate) its Run; returns the locked turn and the run's id, or None when the turn is not this job's to run."""
-    session = _locked(db, Session.id == _session_of(turn_id))
-    if session is None:
+    locked = lock_turn_run(db, turn_id)
+    if locked is None:
         return None
-    turn, latest = db.execute(select(Turn, LATEST_RUN).where(Turn.id == turn_id).with_for_update(of=Turn)).one()
+    session, turn, latest = locked
     if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
         return None
     now = rt.now()
