@@ -7,7 +7,7 @@ key before the cursor moves, so a retried job never posts twice.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -42,11 +42,17 @@ def deliver(rt: Runtime, session_id: str) -> None:
 
 @dataclass(frozen=True)
 class Pending:
-    """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter."""
+    """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter,
+    with what handing them over reads, read in the same transaction: the session's open requests (in the
+    order a text channel shows them), the requests the events name, and the posts already made for either
+    (key -> the platform's reference). Only the lease holder posts, so `posts` stays true as it records."""
 
     adapter: ChannelAdapter | None
     info: SessionInfo
     events: list[Event]
+    open: list[InputRequestOut] = field(default_factory=list)
+    requests: dict[str, InputRequestOut] = field(default_factory=dict)
+    posts: dict[str, str | None] = field(default_factory=dict)
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
@@ -64,7 +70,27 @@ def claim(rt: Runtime, session_id: str) -> Pending | None:
         session = db.get_one(Session, session_id)
         events = list(db.execute(select(Event).where(
             Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
-        return Pending(rt.channels.get(session.channel), session_info(session), events)
+        adapter = rt.channels.get(session.channel)
+        if adapter is None or not events:
+            return Pending(adapter, session_info(session), events)
+        return Pending(adapter, session_info(session), events, *read_for(db, session_id, events))
+
+
+def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
+        list[InputRequestOut], dict[str, InputRequestOut], dict[str, str | None]]:
+    """The open requests, the requests the events name and the posts of both and of the events."""
+    named = {r["requestId"] for e in events if e.type == "input.resolved" for r in e.data["resolutions"]}
+    named |= {e.data["requestId"] for e in events if e.type == "approval.candidate"}
+    showing = any(e.type in ("input.requested", "input.resolved") for e in events)
+    opened = [request_out(r) for r in open_in_order(db, InputRequest.session_id == session_id)] if showing else []
+    requests = {r.request_id: request_out(r) for r in db.execute(
+        select(InputRequest).where(InputRequest.request_id.in_(named))).scalars()} if named else {}
+    keys = [f"event:{e.seq}" for e in events]
+    keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
+             for kind in ("request", "settled")]
+    posts = {key: ref for key, ref in db.execute(
+        select(Post.key, Post.ref).where(Post.session_id == session_id, Post.key.in_(keys)))}
+    return opened, requests, posts
 
 
 def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
@@ -84,15 +110,16 @@ def hand_over(rt: Runtime, session_id: str, pending: Pending, delivered: list[in
     nothing is posted twice."""
     for event in pending.events:
         if pending.adapter is not None:
-            Delivery(rt, pending.adapter, session_id, pending.info).handle(event)
+            Delivery(rt, pending.adapter, session_id, pending).handle(event)
         delivered.append(event.seq)
 
 
 class Delivery:
     """One event, turned into adapter calls, each recorded under a key so it happens once."""
 
-    def __init__(self, rt: Runtime, adapter: ChannelAdapter, session_id: str, info: Any) -> None:
-        self.rt, self.adapter, self.session_id, self.info = rt, adapter, session_id, info
+    def __init__(self, rt: Runtime, adapter: ChannelAdapter, session_id: str, pending: Pending) -> None:
+        self.rt, self.adapter, self.session_id, self.pending = rt, adapter, session_id, pending
+        self.info = pending.info
 
     def handle(self, event: Event) -> None:
         data = event.data
@@ -111,40 +138,34 @@ class Delivery:
             self.show_open()
 
     def once(self, key: str, post: Any) -> None:
-        with self.rt.db.read() as db:
-            if db.execute(select(Post.id).where(Post.session_id == self.session_id, Post.key == key)).first():
-                return
-        self.record(key, post())
+        if key not in self.pending.posts:
+            self.record(key, post())
 
     def record(self, key: str, ref: Any) -> None:
+        ref = str(ref) if ref is not None else None
         with self.rt.transaction() as db:
-            db.add(Post(session_id=self.session_id, key=key, channel=self.adapter.name,
-                        ref=str(ref) if ref is not None else None, created_at=self.rt.now()))
+            db.add(Post(session_id=self.session_id, key=key, channel=self.adapter.name, ref=ref,
+                        created_at=self.rt.now()))
+        self.pending.posts[key] = ref
 
     def refusal(self, seq: int, data: dict[str, Any]) -> None:
-        with self.rt.db.read() as db:
-            request = request_out(db.get_one(InputRequest, data["requestId"]))
+        request = self.pending.requests[data["requestId"]]
         responder = Principal.model_validate(data["responder"])
         self.once(f"event:{seq}", lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
 
     def settled(self, request_id: str) -> None:
         """Update the request's prompt, once, where it was shown."""
         shown_key, settled_key = f"request:{request_id}", f"settled:{request_id}"
-        with self.rt.db.read() as db:
-            posts = {key: ref for key, ref in db.execute(select(Post.key, Post.ref).where(
-                Post.session_id == self.session_id, Post.key.in_([shown_key, settled_key])))}
-            request = request_out(db.get_one(InputRequest, request_id))
+        posts = self.pending.posts
         if shown_key not in posts or settled_key in posts:
             return  # never shown here (a text channel's queue skipped it), or updated already
-        self.adapter.settle(self.info, request, posts[shown_key])
+        self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key])
         self.record(settled_key, None)
 
     def show_open(self) -> None:
         """Every open request (or, for a text channel, only the first) that is not shown yet."""
-        with self.rt.db.read() as db:
-            pending = open_in_order(db, InputRequest.session_id == self.session_id)
-            total = len(pending)
-            shown = [(request_out(r), QueuePosition(i, total)) for i, r in enumerate(pending, start=1)]
+        total = len(self.pending.open)
+        shown = [(r, QueuePosition(i, total)) for i, r in enumerate(self.pending.open, start=1)]
         if self.adapter.one_at_a_time:
             shown = shown[:1]
         for request, position in shown:

@@ -17,6 +17,7 @@ from . import defaults
 from .agent import Agent
 from .channels import ChannelAdapter
 from .db import Database
+from .events import held
 from .tables import Outbox, utcnow
 from .tables import Session as SessionRow
 
@@ -140,11 +141,20 @@ class Runtime:
         if not touched or not self.channels:
             return
         # at most one queued delivery per session: the job clears the flag before it reads the events
-        flagged = session.execute(
-            update(SessionRow).where(SessionRow.id.in_(touched), SessionRow.channel.in_(list(self.channels)),
-                                     SessionRow.delivery_queued.is_(False))
-            .values(delivery_queued=True).returning(SessionRow.id)
-        ).scalars().all()
+        flagged, unheld = [], []
+        for session_id in touched:
+            row = held(session, session_id)  # locked and loaded here: its flag is read and set in memory
+            if row is None:
+                unheld.append(session_id)
+            elif row.channel in self.channels and not row.delivery_queued:
+                row.delivery_queued = True  # (written by the commit's flush, with the session's counters)
+                flagged.append(session_id)
+        if unheld:
+            flagged += session.execute(
+                update(SessionRow).where(SessionRow.id.in_(unheld), SessionRow.channel.in_(list(self.channels)),
+                                         SessionRow.delivery_queued.is_(False))
+                .values(delivery_queued=True).returning(SessionRow.id)
+            ).scalars().all()
         for session_id in flagged:
             self.enqueue(session, "deliver", session_id)
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from engine.delivery import deliver
 from engine.protocol import api_key_principal
@@ -99,6 +99,55 @@ def test_a_delivery_cut_short_keeps_the_cursor_past_what_it_handed_over(
             Event.session_id == sid, Event.type == "input.requested")).scalar_one()
         assert (session.delivered_seq, session.delivery_lease_until) == (requested - 1, None)
     assert channel.calls == [("say", "step 1")]
+
+
+def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """The events, the requests they name, the open requests and the posts already made are read with the
+    lease: after that a delivery commits only the posts it records, and letting go of the lease."""
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    stack.rt.channels.pop("fake")  # the answer's events wait, undelivered
+    stack.answer(first["requestId"], "approve")
+    stack.rt.channels["fake"] = channel
+    commits: list[object] = []
+    count = commits.append
+    event.listen(stack.rt.db.engine, "commit", count)
+    try:
+        deliver(stack.rt, sid)
+    finally:
+        event.remove(stack.rt.db.engine, "commit", count)
+
+    assert [c for c in channel.calls if c[0] == "settle"] == [("settle", first["requestId"], "approved", "ref-2")]
+    assert [c[1] for c in channel.calls if c[0] == "show"] == [first["requestId"], second["requestId"]]
+    assert len(commits) == 3  # the lease and the reads, the settled card's post, the cursor
+
+
+def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update_of_the_session(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """The answers and the turn they resume lock the session row: its delivery flag is read and set there,
+    with no statement of its own, and every event is still delivered."""
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
+    try:
+        stack.answer(first["requestId"], "approve")
+        stack.answer(second["requestId"], "approve")
+        stack.settle()
+    finally:
+        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
+
+    assert stack.turn(sid)["status"] == "completed"
+    assert not [s for s in statements if "SET delivery_queued" in s and "RETURNING" in s]
+    assert [c[1] for c in channel.calls if c[0] == "settle"] == [first["requestId"], second["requestId"]]
+    assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
 
 
 def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, RecordingChannel]) -> None:
