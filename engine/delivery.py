@@ -56,13 +56,16 @@ class Pending:
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
-    """Take the session's delivery lease and read the events after the cursor (None: another deliverer holds
-    it). The queued flag is cleared first, whatever happens: events written from now on queue a new job, and
-    a deliverer holding the lease re-checks before it lets go."""
+    """Take the session's delivery lease and read the events after the cursor (None: nothing past the cursor,
+    or another deliverer holds the lease). The queued flag is cleared first, whatever happens: events written
+    from now on queue a new job, and a deliverer holding the lease re-checks before it lets go."""
     with rt.transaction() as db:
         now = rt.now()
-        db.execute(update(Session).where(Session.id == session_id).values(delivery_queued=False))
-        if changed(db, update(Session).where(
+        rows = db.connection()  # the session is not loaded yet: nothing for the ORM to keep in step
+        if not rows.execute(update(Session).where(Session.id == session_id).values(delivery_queued=False)
+                            .returning(Session.delivered_seq < Session.event_seq)).scalar_one_or_none():
+            return None  # delivered already (by a deliverer that went on while this job was queued)
+        if changed(rows, update(Session).where(
             Session.id == session_id,
             (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
         ).values(delivery_lease_until=now + LEASE)) != 1:
@@ -98,7 +101,7 @@ def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
     has events past the cursor (written while this deliverer ran, or left by a failed delivery)."""
     with rt.transaction() as db:
         cursor = Session.delivered_seq
-        return db.execute(update(Session).where(Session.id == session_id).values(
+        return db.connection().execute(update(Session).where(Session.id == session_id).values(
             delivery_lease_until=None, delivered_seq=case((cursor < delivered_seq, delivered_seq), else_=cursor),
         ).returning(Session.delivered_seq < Session.event_seq)).scalar_one()
 

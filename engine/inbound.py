@@ -128,7 +128,7 @@ def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) ->
 
 def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:
     """Compare-and-set: True for the one transaction that marks the item processed."""
-    return changed(db, update(Inbound).where(Inbound.id == inbound_id, Inbound.processed_at.is_(None))
+    return changed(db.connection(), update(Inbound).where(Inbound.id == inbound_id, Inbound.processed_at.is_(None))
                    .values(processed_at=rt.now())) == 1
 
 

@@ -27,7 +27,7 @@ from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall
-from .turns import lock_session, lock_turn, schedule_resume
+from .turns import lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def submit_responses(
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
-            lock_session(db, sessions.pop())
+            lock_turn(db, checked[0].request.turn_id)  # (with the first request's turn, in one statement)
         recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c, at_once)
                     for c in checked]
         if at_once:

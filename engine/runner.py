@@ -335,8 +335,9 @@ class Driver:
         if not opened_in(db, self.turn_id) and not pending_requests(db, self.turn_id):
             return False
         now = self.rt.now()
-        with db.no_autoflush:  # the step's rows go out with the turn's new state, in the commit's one flush
-            db.execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
+        # on the connection: no ORM bookkeeping, and no early flush (the step's rows go out with the turn's new
+        # state, in the commit's one flush)
+        db.connection().execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
         turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True

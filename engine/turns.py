@@ -16,6 +16,8 @@ from .tables import InputRequest, Run, Session, Turn
 ACTIVE_TURN = ("queued", "running", "waiting")
 LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
 """The id of a turn's latest run, as a column of a query on turns."""
+LOCKED_TURNS = "hitl_locked_turns"
+"""`db.info` key: the turns this transaction loaded with their rows locked, by id."""
 
 
 def active_turn(db: DbSession, session_id: str) -> Turn | None:
@@ -51,6 +53,7 @@ def lock_turn_run(db: DbSession, turn_id: str) -> tuple[Session, Turn, str | Non
         return None
     session, turn, latest_run = row
     hold(db, session)
+    db.info.setdefault(LOCKED_TURNS, {})[turn_id] = turn
     return session, turn, latest_run
 
 
@@ -59,10 +62,16 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
 
     Locks are always taken session row first, then turn row: appending an event locks the session row
     too, so every transaction that holds a turn and emits takes them in the same order (no deadlock).
-    A turn of the session this transaction holds (`session_id`) is locked alone.
+    A turn of the session this transaction holds (`session_id`) is locked alone; one it locked already is
+    not read again.
     """
+    locked_turns: dict[str, Turn] = db.info.setdefault(LOCKED_TURNS, {})
+    if turn_id in locked_turns:
+        return locked_turns[turn_id]
     if session_id is not None and held(db, session_id) is not None:
-        return db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+        turn = db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+        locked_turns[turn_id] = turn
+        return turn
     locked = lock_turn_run(db, turn_id)
     if locked is None:
         raise NotFound(f"no turn {turn_id!r}", {"turnId": turn_id})
@@ -101,7 +110,7 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
     if turn.status != "waiting" or pending_requests(db, turn.id):
         return False
     next_seq = select(func.coalesce(func.max(Run.seq), 0) + 1).where(Run.turn_id == turn.id).scalar_subquery()
-    db.execute(insert(Run).values(turn_id=turn.id, seq=next_seq, status="resuming", started_at=rt.now()))
+    db.connection().execute(insert(Run).values(turn_id=turn.id, seq=next_seq, status="resuming", started_at=rt.now()))
     turn.status = "queued"
     turn.updated_at = rt.now()
     rt.enqueue(db, "run_turn", turn.id)
@@ -116,10 +125,10 @@ def end_turn(
     the session's next queued turn or report it idle."""
     now = rt.now()
     turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
-    if run_id is not None:  # (after the turn's changes: the flush before it writes them in one UPDATE)
+    if run_id is not None:
         run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
-        db.execute(update(Run).where(Run.id == run_id, Run.status.in_(["running", "resuming"]))
-                   .values(status=run_status, ended_at=now, error=error))
+        db.connection().execute(update(Run).where(Run.id == run_id, Run.status.in_(["running", "resuming"]))
+                                .values(status=run_status, ended_at=now, error=error))
     if status == "completed":
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
     elif status == "failed":
@@ -156,7 +165,7 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     now = rt.now()
     turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
     session.status = "active"
-    run_id = None if latest is None else db.execute(  # the run a resume opened (the latest), now running
+    run_id = None if latest is None else db.connection().execute(  # the run a resume opened, now running
         update(Run).where(Run.turn_id == turn_id, Run.status == "resuming")
         .values(status="running", started_at=now).returning(Run.id)
     ).scalar_one_or_none()

@@ -145,9 +145,32 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
         event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
 
     assert stack.turn(sid)["status"] == "completed"
-    assert not [s for s in statements if "SET delivery_queued" in s and "RETURNING" in s]
+    assert not [s for s in statements if "SET delivery_queued" in s and "sessions.channel IN" in s]
     assert [c[1] for c in channel.calls if c[0] == "settle"] == [first["requestId"], second["requestId"]]
     assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
+
+
+def test_a_delivery_with_nothing_past_the_cursor_only_clears_its_flag(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """A job queued while another deliverer went on and handed its events over finds nothing to do: one
+    UPDATE clears the queued flag and tells, and no lease is taken or let go."""
+    stack, channel = channel_stack
+    sid = start(stack)
+    posted = list(channel.calls)
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
+    try:
+        deliver(stack.rt, sid)
+    finally:
+        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
+
+    assert [s for s in statements if not s.startswith("BEGIN")] == [
+        next(s for s in statements if s.startswith("UPDATE sessions SET delivery_queued"))]
+    assert channel.calls == posted
 
 
 def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, RecordingChannel]) -> None:
