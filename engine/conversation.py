@@ -17,7 +17,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import Conflict, InvalidInput, RequestClosed
+from .errors import AlreadyApplied, Conflict, InvalidInput, RequestClosed
 from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
 from .replies import match_reply
@@ -31,10 +31,6 @@ from .tools import DONE, reject_call
 from .turns import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 TurnPolicy = Literal["steer", "queue"]
-
-
-class AlreadyApplied(Exception):  # noqa: N818 - a normal outcome for a redelivered job
-    """The inbound item behind this message was applied before (a job that ran twice)."""
 
 
 @dataclass
@@ -140,15 +136,22 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
         return turn.id
 
 
-def receive_responses(rt: Runtime, principal: Principal, responses: list[InputResponse]) -> list[ResponseResult]:
+def receive_responses(rt: Runtime, principal: Principal, responses: list[InputResponse],
+                      claim: Callable[[DbSession], bool] | None = None) -> list[ResponseResult]:
     """Channel answers (button clicks): like submit_responses, but a late answer to a closed request becomes
-    a user message saying so (DESIGN.md rule 8) instead of an error; the same answer twice is ignored."""
+    a user message saying so (DESIGN.md rule 8) instead of an error; the same answer twice is ignored.
+    `claim` (the inbound item's compare-and-set) goes with the last response (see submit_responses), or runs
+    on its own after a late one."""
     results = []
-    for response in responses:
+    for position, response in enumerate(responses, start=1):
+        last = position == len(responses)
         try:
-            results.extend(submit_responses(rt, principal, [response]))
+            results.extend(submit_responses(rt, principal, [response], claim=claim if last else None))
         except RequestClosed:
             late_answer(rt, principal, response)
+            if last and claim is not None:
+                with rt.transaction() as db:
+                    claim(db)
     return results
 
 

@@ -12,6 +12,10 @@ class EngineError(Exception):
         self.details = details or {}
 
 
+class AlreadyApplied(Exception):  # noqa: N818 - a normal outcome for a redelivered job
+    """The inbound item behind this message or answer was applied before (a job that ran twice)."""
+
+
 class NotFound(EngineError):
     code = "not_found"
 

@@ -17,8 +17,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
 
 from .channels import Acknowledging, ChannelAdapter
-from .conversation import AlreadyApplied, post_message, receive_responses
+from .conversation import post_message, receive_responses
 from .db import changed
+from .errors import AlreadyApplied
 from .protocol import InputResponse, Principal
 from .responses import ResponseResult
 from .runtime import Runtime
@@ -75,8 +76,9 @@ def insert_once(db: DbSession, channel: str, external_id: str, principal: Princi
 def process_inbound(rt: Runtime, inbound_id: int) -> None:
     """Job body: apply a stored item once; running it again changes nothing.
 
-    A message is marked processed in the same transaction that posts it; responses are applied first and
-    marked after (a second application finds the requests closed and ignores the repeat). A channel that
+    A message is marked processed in the same transaction that posts it, and so are responses the default
+    policy settles where they are stored; responses judged by another policy are applied first and marked
+    after (a second application finds the requests closed and ignores the repeat). A channel that
     acknowledges messages hears `received`, then what became of each response the item made.
     """
     with rt.db.read() as db:
@@ -90,16 +92,21 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
     adapter, ref = rt.channels.get(channel), item.get("ref")
     acknowledge(adapter, ref, "received")
     results: list[ResponseResult] = []
+
+    def claim(db: DbSession) -> bool:
+        return mark_processed(rt, db, inbound_id)
+
     if item.get("type") == "message":
         session_id = session_for_address(rt, channel, item["address"], principal)
         with contextlib.suppress(AlreadyApplied):
-            results = post_message(rt, session_id, principal, item["text"],
-                                   claim=lambda db: mark_processed(rt, db, inbound_id)).results
-    else:
-        if item.get("type") == "responses" and principal is not None:
-            results = receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]])
+            results = post_message(rt, session_id, principal, item["text"], claim=claim).results
+    elif item.get("type") == "responses" and principal is not None and item["responses"]:
+        with contextlib.suppress(AlreadyApplied):
+            results = receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]],
+                                        claim)
+    else:  # kept for the audit trail only
         with rt.transaction() as db:
-            mark_processed(rt, db, inbound_id)
+            claim(db)
     for status in dict.fromkeys(result.status for result in results):
         acknowledge(adapter, ref, status)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .decisions import session_info
-from .errors import InvalidInput, NotFound, RequestClosed
+from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
@@ -62,22 +63,32 @@ class Checked:
 
 
 def submit_responses(
-    rt: Runtime, principal: Principal, responses: list[InputResponse], *, session_id: str | None = None
+    rt: Runtime, principal: Principal, responses: list[InputResponse], *, session_id: str | None = None,
+    claim: Callable[[DbSession], bool] | None = None,
 ) -> list[ResponseResult]:
     """Validate every response and store each as a pending candidate, in one transaction (all or nothing),
-    then judge and settle each in turn."""
+    then judge and settle each in turn. `claim` (an inbound item's compare-and-set) runs in the transaction
+    that settles them when the default policy judges them there (when it returns False they were applied
+    before: AlreadyApplied, and nothing changes), else once they are settled (applying them again then
+    finds their requests closed)."""
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
             lock_turn(db, checked[0].request.turn_id)  # (with the first request's turn, in one statement)
+            if claim is not None and not claim(db):
+                raise AlreadyApplied(checked[0].request.session_id)
         recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c, at_once)
                     for c in checked]
         if at_once:
             return [settle(rt, db, principal, c, candidate_id, *judge(rt, policy, context))
                     for c, (candidate_id, context, policy) in zip(checked, recorded, strict=True)]
-    return [settle_one(rt, principal, c, *r) for c, r in zip(checked, recorded, strict=True)]
+    results = [settle_one(rt, principal, c, *r) for c, r in zip(checked, recorded, strict=True)]
+    if claim is not None:
+        with rt.transaction() as db:
+            claim(db)
+    return results
 
 
 def check(db: DbSession, response: InputResponse, session_id: str | None) -> Checked:

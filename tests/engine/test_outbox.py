@@ -234,6 +234,9 @@ def test_the_job_that_applies_an_answer_resumes_the_turn_itself(db: Database) ->
 def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
     db: Database, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With a response policy of its own, the click is settled first and its item marked processed after,
+    in a transaction of its own: a failure there comes after the answer committed."""
+    monkeypatch.setattr(test_agent, "response_policy", lambda _ctx: {"status": "allowed"})
     rt, dropped, [turn_id] = clicked(db, "ch_2")
 
     def broken(*_: Any) -> bool:
@@ -246,6 +249,30 @@ def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
     assert dropped.pushed == [("run_turn", [turn_id])]  # pushed, not lost with the failed job
     assert ("run_turn", [turn_id]) in outbox_rows(rt)
     assert read_ledger() == []
+
+
+def test_a_click_the_default_policy_settles_commits_with_its_item_marked_processed(
+    db: Database, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One transaction stores, settles and marks: when marking fails, nothing of the answer is left, and
+    the retried job applies it once."""
+    rt, dropped, [turn_id] = clicked(db, "ch_3")
+    with monkeypatch.context() as patched:
+        def broken(*_: Any) -> bool:
+            raise RuntimeError("the database went away before the answer committed")
+
+        patched.setattr("engine.inbound.mark_processed", broken)
+        with pytest.raises(RuntimeError):
+            dropped.run(rt, "process_inbound")
+    assert len(pending_request_ids(rt)) == 1 and dropped.pushed == []
+
+    dropped.run(rt, "process_inbound")
+    dropped.run(rt, "process_inbound")  # delivered twice: the second run finds the item processed
+
+    with db.read() as session:
+        assert session.get_one(Turn, turn_id).status == "completed"
+        assert session.execute(select(Inbound.processed_at)).scalar_one() is not None
+    assert [e["charge_id"] for e in read_ledger() if e["tool"] == "refund"] == ["ch_3"]
 
 
 def pending_request_ids(rt: Runtime) -> list[str]:
