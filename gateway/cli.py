@@ -105,7 +105,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
-    from rq import Queue, SimpleWorker, Worker
+    from rq import Queue
+
+    from .rqworker import WORKER_CLASSES
 
     settings = Settings()
     if not settings.redis_url:
@@ -117,7 +119,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     Sweeper(rt, settings.sweep_seconds).start()
     executor = rt.executor
-    worker_class = SimpleWorker if settings.worker_class == "simple" else Worker
+    worker_class = WORKER_CLASSES[settings.worker_class]
     connection = executor.redis  # type: ignore[attr-defined]
     worker = worker_class([Queue(settings.queue, connection=connection)], connection=connection)
     worker.work(with_scheduler=True)
