@@ -35,7 +35,7 @@ def deliver(rt: Runtime, session_id: str) -> None:
         try:
             hand_over(rt, session_id, pending, delivered)
         finally:
-            behind = release(rt, session_id, delivered[-1] if delivered else 0)
+            behind = release(rt, session_id, delivered[-1] if delivered else 0, pending.unrecorded)
         if not behind:
             return
 
@@ -45,7 +45,9 @@ class Pending:
     """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter,
     with what handing them over reads, read in the same transaction: the session's open requests (in the
     order a text channel shows them), the requests the events name, and the posts already made for either
-    (key -> the platform's reference). Only the lease holder posts, so `posts` stays true as it records."""
+    (key -> the platform's reference). Only the lease holder posts, so `posts` stays true as it records.
+    `unrecorded`: the last post made, recorded before the next one or with the cursor, when the lease is let
+    go (a delivery's last post takes no transaction of its own)."""
 
     adapter: ChannelAdapter | None
     info: SessionInfo
@@ -53,6 +55,7 @@ class Pending:
     open: list[InputRequestOut] = field(default_factory=list)
     requests: dict[str, InputRequestOut] = field(default_factory=dict)
     posts: dict[str, str | None] = field(default_factory=dict)
+    unrecorded: list[Post] = field(default_factory=list)
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
@@ -96,10 +99,12 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     return opened, requests, posts
 
 
-def release(rt: Runtime, session_id: str, delivered_seq: int) -> bool:
-    """Let go of the lease, the cursor moved up to `delivered_seq`, in one transaction. True when the session
-    has events past the cursor (written while this deliverer ran, or left by a failed delivery)."""
+def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post]) -> bool:
+    """Record the posts not yet recorded and let go of the lease, the cursor moved up to `delivered_seq`, in
+    one transaction. True when the session has events past the cursor (written while this deliverer ran, or
+    left by a failed delivery)."""
     with rt.transaction() as db:
+        db.add_all(unrecorded)
         cursor = Session.delivered_seq
         return db.connection().execute(update(Session).where(Session.id == session_id).values(
             delivery_lease_until=None, delivered_seq=case((cursor < delivered_seq, delivered_seq), else_=cursor),
@@ -142,13 +147,21 @@ class Delivery:
 
     def once(self, key: str, post: Any) -> None:
         if key not in self.pending.posts:
+            self.before_posting()
             self.record(key, post())
+
+    def before_posting(self) -> None:
+        """Record the last post made before the next is made: a retry after a crash then posts at most the
+        one post it was making, as when each post commits on its own."""
+        if self.pending.unrecorded:
+            with self.rt.transaction() as db:
+                db.add_all(self.pending.unrecorded)
+            self.pending.unrecorded.clear()
 
     def record(self, key: str, ref: Any) -> None:
         ref = str(ref) if ref is not None else None
-        with self.rt.transaction() as db:
-            db.add(Post(session_id=self.session_id, key=key, channel=self.adapter.name, ref=ref,
-                        created_at=self.rt.now()))
+        self.pending.unrecorded.append(Post(session_id=self.session_id, key=key, channel=self.adapter.name,
+                                            ref=ref, created_at=self.rt.now()))
         self.pending.posts[key] = ref
 
     def refusal(self, seq: int, data: dict[str, Any]) -> None:
@@ -162,6 +175,7 @@ class Delivery:
         posts = self.pending.posts
         if shown_key not in posts or settled_key in posts:
             return  # never shown here (a text channel's queue skipped it), or updated already
+        self.before_posting()
         self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key])
         self.record(settled_key, None)
 

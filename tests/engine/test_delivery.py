@@ -104,7 +104,7 @@ def test_a_delivery_cut_short_keeps_the_cursor_past_what_it_handed_over(
 def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
         channel_stack: tuple[Stack, RecordingChannel]) -> None:
     """The events, the requests they name, the open requests and the posts already made are read with the
-    lease: after that a delivery commits only the posts it records, and letting go of the lease."""
+    lease; the last post made is recorded with the cursor when the lease is let go."""
     stack, channel = channel_stack
     sid = start(stack)
     first, second = stack.pending(sid)
@@ -121,7 +121,7 @@ def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
 
     assert [c for c in channel.calls if c[0] == "settle"] == [("settle", first["requestId"], "approved", "ref-2")]
     assert [c[1] for c in channel.calls if c[0] == "show"] == [first["requestId"], second["requestId"]]
-    assert len(commits) == 3  # the lease and the reads, the settled card's post, the cursor
+    assert len(commits) == 2  # the lease and the reads; the settled card's post with the cursor
 
 
 def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update_of_the_session(
