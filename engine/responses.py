@@ -33,6 +33,8 @@ from .turns import lock_turn, schedule_resume
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
+STORED = "hitl_stored_candidates"
+"""`db.info` key: the candidates this transaction stored, by id."""
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,14 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
 
 def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
                     reason: str | None = None) -> None:
-    db.execute(update(ResponseCandidate).where(ResponseCandidate.candidate_id == candidate_id)
-               .values(judged_at=rt.now(), outcome=outcome, reason=reason))
+    """Record the verdict: on the candidate this transaction stored (inserted with it, if not flushed yet),
+    else by an UPDATE."""
+    stored: ResponseCandidate | None = db.info.get(STORED, {}).get(candidate_id)
+    if stored is not None:
+        stored.judged_at, stored.outcome, stored.reason = rt.now(), outcome, reason
+        return
+    db.connection().execute(update(ResponseCandidate).where(ResponseCandidate.candidate_id == candidate_id)
+                            .values(judged_at=rt.now(), outcome=outcome, reason=reason))
 
 
 def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
@@ -191,6 +199,7 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
                                   responder=info.responder.wire(), decision=info.decision, text=info.text,
                                   outcome="pending", created_at=rt.now())
     db.add(candidate)
+    db.info.setdefault(STORED, {})[candidate.candidate_id] = candidate
     request = checked.request
     judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
     return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id, judged_here), \

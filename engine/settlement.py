@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from .db import changed
 from .events import emit
@@ -25,17 +26,18 @@ def close_request(
     rt: Runtime, db: DbSession, request_id: str, *, outcome: str, response: dict[str, Any] | None,
     responder: Principal | None,
 ) -> InputRequest | None:
-    """Settle one request if it is still pending; None when someone else settled it first."""
-    won = changed(db,
-        update(InputRequest)
-        .where(InputRequest.request_id == request_id, InputRequest.status == "pending")
-        .values(status="resolved", outcome=outcome, response=response,
-                responder=responder.wire() if responder else None, resolved_at=rt.now())
-    ) == 1
+    """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
+    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote."""
+    who = responder.wire() if responder else None
+    values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
+              "resolved_at": rt.now()}
+    won = changed(db.connection(), update(InputRequest).where(
+        InputRequest.request_id == request_id, InputRequest.status == "pending").values(**values)) == 1
     if not won:
         return None
-    request = db.get_one(InputRequest, request_id)  # the UPDATE above set the new values on a loaded one too
-    who = responder.wire() if responder else None
+    request = db.get_one(InputRequest, request_id)
+    for key, value in values.items():
+        set_committed_value(request, key, value)
     if request.kind == "tool-approval" and outcome in ("approved", "denied"):
         emit(db, request.session_id, "approval.settled",
              {"requestId": request_id, "outcome": outcome, "responder": who}, turn_id=request.turn_id, at=rt.now())
