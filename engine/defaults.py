@@ -25,4 +25,12 @@ INLINE_WORKERS = 4
 
 QUEUE_NAME = "hitl"
 
+JOB_RESULT_TTL_SECONDS = 60
+"""How long RQ keeps a finished job (its result is always None). Deleting it at once costs RQ 3 about
+0.5 ms of CPU and 0.8 ms of wall time more per job (measured: 2.8 against 2.2-2.3 ms for a no-op job on
+SimpleWorker) than letting it expire, and a minute of finished jobs is a few MB of Redis at 100 jobs/s."""
+
+JOB_FAILURE_TTL_SECONDS = 7 * 24 * 3600
+"""How long RQ keeps a job that failed all its retries, for an operator to look at."""
+
 APP_PRINCIPAL_ID = "app"

@@ -72,8 +72,9 @@ class RQExecutor:
 
         try:
             self.queue.enqueue_call(
-                "engine.jobs.run", args=(job, outbox_id, *args), job_id=job_id, result_ttl=0,
-                failure_ttl=7 * 24 * 3600, retry=Retry(max=3, interval=[1, 5, 30]),
+                "engine.jobs.run", args=(job, outbox_id, *args), job_id=job_id,
+                result_ttl=defaults.JOB_RESULT_TTL_SECONDS, failure_ttl=defaults.JOB_FAILURE_TTL_SECONDS,
+                retry=Retry(max=3, interval=[1, 5, 30]),
             )
         except RedisError as exc:
             raise ExecutorUnavailable(str(exc)) from exc
