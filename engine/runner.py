@@ -126,9 +126,12 @@ class Driver:
     def fenced(self, db: DbSession) -> Turn:
         """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
         locked = lock_turn_run(db, self.turn_id)
-        if locked is None or locked[1].status != "running" or locked[2] != self.run_id:
+        if locked is None:
             raise LeaseLost(self.turn_id)
-        return locked[1]
+        _, turn, latest_run = locked
+        if turn.status != "running" or latest_run != self.run_id:
+            raise LeaseLost(self.turn_id)
+        return turn
 
     def drive(self) -> None:
         """Claim the turn and take its first step in one transaction, then one transaction per step."""
@@ -335,8 +338,7 @@ class Driver:
         if not opened_in(db, self.turn_id) and not pending_requests(db, self.turn_id):
             return False
         now = self.rt.now()
-        # on the connection: no ORM bookkeeping, and no early flush (the step's rows go out with the turn's new
-        # state, in the commit's one flush)
+        # on the connection: no early flush (the step's rows go out with the turn's state, in one flush)
         db.connection().execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
         turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)

@@ -9,18 +9,15 @@ waits with it, up to the full minute: longer than a platform's grace period (Her
 
 from __future__ import annotations
 
-from typing import Any
-
 from rq import SimpleWorker, Worker
 from rq.worker import BaseWorker
 
 
-class _PromptUnsubscribe:
+class _PromptUnsubscribe(BaseWorker):
     def unsubscribe(self) -> None:
-        thread: Any = getattr(self, "pubsub_thread", None)
-        if thread is not None:
-            thread.stop(timeout=0)  # the flag only, no wait: the UNSUBSCRIBE reply then ends the thread's wait
-        super().unsubscribe()  # type: ignore[misc]
+        if self.pubsub_thread is not None:
+            self.pubsub_thread.stop(timeout=0)  # the flag only, no wait: the UNSUBSCRIBE reply ends the wait
+        super().unsubscribe()
 
 
 class HitlWorker(_PromptUnsubscribe, Worker):
