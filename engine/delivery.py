@@ -11,15 +11,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
-from .db import changed
 from .decisions import session_info
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
-from .requests import open_in_order, request_out
+from .requests import SHOWN_ORDER, request_out
 from .runtime import Runtime
 from .tables import Event, InputRequest, Post, Session
 
@@ -64,16 +63,17 @@ def claim(rt: Runtime, session_id: str) -> Pending | None:
     from now on queue a new job, and a deliverer holding the lease re-checks before it lets go."""
     with rt.transaction() as db:
         now = rt.now()
-        rows = db.connection()  # the session is not loaded yet: nothing for the ORM to keep in step
-        if not rows.execute(update(Session).where(Session.id == session_id).values(delivery_queued=False)
-                            .returning(Session.delivered_seq < Session.event_seq)).scalar_one_or_none():
-            return None  # delivered already (by a deliverer that went on while this job was queued)
-        if changed(rows, update(Session).where(
-            Session.id == session_id,
-            (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
-        ).values(delivery_lease_until=now + LEASE)) != 1:
+        session = db.scalars(  # flag, lease and the session's row in one statement
+            update(Session).where(
+                Session.id == session_id, Session.delivered_seq < Session.event_seq,
+                (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
+            ).values(delivery_queued=False, delivery_lease_until=now + LEASE).returning(Session),
+            execution_options={"synchronize_session": False},
+        ).one_or_none()
+        if session is None:  # delivered already (by a deliverer that went on while this job was queued), or
+            db.connection().execute(  # another deliverer holds the lease: it re-checks before it lets go
+                update(Session).where(Session.id == session_id).values(delivery_queued=False))
             return None
-        session = db.get_one(Session, session_id)
         events = list(db.execute(select(Event).where(
             Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
         adapter = rt.channels.get(session.channel)
@@ -88,9 +88,13 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     named = {r["requestId"] for e in events if e.type == "input.resolved" for r in e.data["resolutions"]}
     named |= {e.data["requestId"] for e in events if e.type == "approval.candidate"}
     showing = any(e.type in ("input.requested", "input.resolved") for e in events)
-    opened = [request_out(r) for r in open_in_order(db, InputRequest.session_id == session_id)] if showing else []
-    requests = {r.request_id: request_out(r) for r in db.execute(
-        select(InputRequest).where(InputRequest.request_id.in_(named))).scalars()} if named else {}
+    where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
+    if showing:  # one read for both, in the order a text channel shows the open ones
+        where.append((InputRequest.session_id == session_id) & (InputRequest.status == "pending"))
+    read = [request_out(r) for r in db.execute(
+        select(InputRequest).where(or_(*where)).order_by(*SHOWN_ORDER)).scalars()] if where else []
+    opened = [r for r in read if showing and r.session_id == session_id and r.status == "pending"]
+    requests = {r.request_id: r for r in read if r.request_id in named}
     keys = [f"event:{e.seq}" for e in events]
     keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
              for kind in ("request", "settled")]

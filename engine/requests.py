@@ -96,10 +96,13 @@ def request_out(request: InputRequest) -> InputRequestOut:
     )
 
 
+SHOWN_ORDER = (case((InputRequest.kind == "session-limit", 0), else_=1), InputRequest.seq)
+"""The order typed replies and text channels take open requests in: a session-limit prompt first, then the
+earliest."""
+
+
 def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputRequest]:
-    """Open requests in the order typed replies and text channels take them: a session-limit prompt first,
-    then the earliest."""
-    first = case((InputRequest.kind == "session-limit", 0), else_=1)
+    """Open requests in the order typed replies and text channels take them (`SHOWN_ORDER`)."""
     return list(db.execute(
-        select(InputRequest).where(where, InputRequest.status == "pending").order_by(first, InputRequest.seq)
+        select(InputRequest).where(where, InputRequest.status == "pending").order_by(*SHOWN_ORDER)
     ).scalars())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event, func, select
 
-from engine.delivery import deliver
+from engine.delivery import claim, deliver, release
 from engine.protocol import api_key_principal
 from engine.recovery import sweep
 from engine.sessions import open_session
@@ -152,11 +152,13 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
 
 def test_a_delivery_with_nothing_past_the_cursor_only_clears_its_flag(
         channel_stack: tuple[Stack, RecordingChannel]) -> None:
-    """A job queued while another deliverer went on and handed its events over finds nothing to do: one
-    UPDATE clears the queued flag and tells, and no lease is taken or let go."""
+    """A job queued while another deliverer went on and handed its events over finds nothing to do: its claim
+    takes no lease, its flag is cleared all the same, and nothing is read or posted."""
     stack, channel = channel_stack
     sid = start(stack)
     posted = list(channel.calls)
+    with stack.rt.transaction() as db:
+        db.get_one(Session, sid).delivery_queued = True
     statements: list[str] = []
 
     def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
@@ -168,9 +170,42 @@ def test_a_delivery_with_nothing_past_the_cursor_only_clears_its_flag(
     finally:
         event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
 
-    assert [s for s in statements if not s.startswith("BEGIN")] == [
-        next(s for s in statements if s.startswith("UPDATE sessions SET delivery_queued"))]
+    updates = [s for s in statements if not s.startswith("BEGIN")]  # the claim's, then the flag's alone
+    assert len(updates) == 2 and all(s.startswith("UPDATE sessions SET") for s in updates)
+    with stack.rt.db.read() as db:
+        session = db.get_one(Session, sid)
+        assert (session.delivery_queued, session.delivery_lease_until) == (False, None)
     assert channel.calls == posted
+
+
+def test_a_delivery_takes_its_lease_and_reads_its_session_in_one_statement(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """The claim clears the queued flag, takes the lease and reads the session row in one UPDATE; a second
+    deliverer finds the lease taken and leaves the events to the first."""
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, _ = stack.pending(sid)
+    stack.rt.channels.pop("fake")  # the answer's events wait, undelivered
+    stack.answer(first["requestId"], "approve")
+    stack.rt.channels["fake"] = channel
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
+    try:
+        pending = claim(stack.rt, sid)
+    finally:
+        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
+    assert pending is not None and pending.events
+    assert [s.split()[0] for s in statements if not s.startswith("BEGIN")][:2] == ["UPDATE", "SELECT"]
+    assert "FROM sessions" not in " ".join(statements)
+    assert claim(stack.rt, sid) is None  # the lease is taken
+    release(stack.rt, sid, pending.events[-1].seq, [])
+    with stack.rt.db.read() as db:
+        session = db.get_one(Session, sid)
+        assert (session.delivered_seq, session.delivery_lease_until) == (session.event_seq, None)
 
 
 def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, RecordingChannel]) -> None:
