@@ -26,6 +26,9 @@ class QueuePosition:
 class ChannelAdapter(Protocol):
     name: str
     one_at_a_time: bool
+    settle_edits: bool
+    """`settle()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
+    delivery does not commit its record before making the next post."""
 
     def address(self, data: dict[str, Any]) -> str:
         """The opaque session address (`"<channel>:<space>:<thread>"`) for an API-given place, e.g. Slack's

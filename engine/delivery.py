@@ -39,14 +39,14 @@ def deliver(rt: Runtime, session_id: str) -> None:
             return
 
 
-@dataclass(frozen=True)
+@dataclass
 class Pending:
     """What a deliverer that took the lease hands over: the events after the cursor, to the session's adapter,
     with what handing them over reads, read in the same transaction: the session's open requests (in the
     order a text channel shows them), the requests the events name, and the posts already made for either
     (key -> the platform's reference). Only the lease holder posts, so `posts` stays true as it records.
     `unrecorded`: the last post made, recorded before the next one or with the cursor, when the lease is let
-    go (a delivery's last post takes no transaction of its own)."""
+    go (a delivery's last post takes no transaction of its own), and so is an edit of a post made already."""
 
     adapter: ChannelAdapter | None
     info: SessionInfo
@@ -55,6 +55,8 @@ class Pending:
     requests: dict[str, InputRequestOut] = field(default_factory=dict)
     posts: dict[str, str | None] = field(default_factory=dict)
     unrecorded: list[Post] = field(default_factory=list)
+    repeatable: bool = True
+    """Whether every unrecorded post is an edit that a retry may repeat (a settled card)."""
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
@@ -156,17 +158,20 @@ class Delivery:
 
     def before_posting(self) -> None:
         """Record the last post made before the next is made: a retry after a crash then posts at most the
-        one post it was making, as when each post commits on its own."""
-        if self.pending.unrecorded:
+        one post it was making, as when each post commits on its own. Edits a retry may repeat wait for the
+        next record."""
+        if not self.pending.repeatable:
             with self.rt.transaction() as db:
                 db.add_all(self.pending.unrecorded)
             self.pending.unrecorded.clear()
+            self.pending.repeatable = True
 
-    def record(self, key: str, ref: Any) -> None:
+    def record(self, key: str, ref: Any, repeatable: bool = False) -> None:
         ref = str(ref) if ref is not None else None
         self.pending.unrecorded.append(Post(session_id=self.session_id, key=key, channel=self.adapter.name,
                                             ref=ref, created_at=self.rt.now()))
         self.pending.posts[key] = ref
+        self.pending.repeatable = self.pending.repeatable and repeatable
 
     def refusal(self, seq: int, data: dict[str, Any]) -> None:
         request = self.pending.requests[data["requestId"]]
@@ -181,7 +186,7 @@ class Delivery:
             return  # never shown here (a text channel's queue skipped it), or updated already
         self.before_posting()
         self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key])
-        self.record(settled_key, None)
+        self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
 
     def show_open(self) -> None:
         """Every open request (or, for a text channel, only the first) that is not shown yet."""

@@ -70,6 +70,7 @@ class WebhookReply:
 
 class GithubChannel:
     name = "github"
+    settle_edits = True
     one_at_a_time = True
 
     def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str) -> None:

@@ -40,6 +40,7 @@ class ApiPlace(BaseModel):
 
 class SlackChannel:
     name = "slack"
+    settle_edits = True
     one_at_a_time = False
 
     def __init__(self, client: SlackClient) -> None:

@@ -78,6 +78,7 @@ def split_address(address: str) -> tuple[str, str]:
 
 class TwilioChannel:
     name = "twilio"
+    settle_edits = False
     one_at_a_time = True
 
     def __init__(self, config: TwilioConfig, client: SmsClient | None = None,

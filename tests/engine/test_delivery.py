@@ -225,3 +225,58 @@ def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, 
     half = client.post("/api/sessions", json={"message": "hi", "channel": "fake"})
     assert half.status_code == 400
     assert len(client.get("/api/sessions").get_json()["sessions"]) == 1
+
+
+def answered_offline(stack: Stack, channel: RecordingChannel) -> str:
+    """A session whose two approvals were answered while its channel was away: the turn completed, and its
+    delivery has both cards to settle and the answer to say."""
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    stack.rt.channels.pop("fake")
+    stack.answer(first["requestId"], "approve")
+    stack.answer(second["requestId"], "approve")
+    stack.settle()
+    stack.rt.channels["fake"] = channel
+    return sid
+
+
+@pytest.mark.parametrize(("settle_edits", "expected_commits"), [(True, 2), (False, 4)])
+def test_card_edits_are_recorded_with_the_next_post_they_precede(
+        channel_stack: tuple[Stack, RecordingChannel], settle_edits: bool, expected_commits: int) -> None:
+    """Settling a card that edits it in place (Slack, GitHub) can be repeated harmlessly, so its record waits
+    for the next one; a settle that posts anew (an SMS) is recorded before the next post is made."""
+    stack, channel = channel_stack
+    channel.settle_edits = settle_edits
+    sid = answered_offline(stack, channel)
+    commits: list[object] = []
+    count = commits.append
+    event.listen(stack.rt.db.engine, "commit", count)
+    try:
+        deliver(stack.rt, sid)
+    finally:
+        event.remove(stack.rt.db.engine, "commit", count)
+
+    assert [c[0] for c in channel.calls[-3:]] == ["settle", "settle", "say"]
+    assert len(commits) == expected_commits  # the lease; each record a post waits for; the cursor
+    deliver(stack.rt, sid)
+    assert [c[0] for c in channel.calls].count("settle") == 2
+
+
+def test_a_failed_post_still_records_the_edits_made_before_it(
+        channel_stack: tuple[Stack, RecordingChannel], monkeypatch: pytest.MonkeyPatch) -> None:
+    stack, channel = channel_stack
+    channel.settle_edits = True
+    sid = answered_offline(stack, channel)
+    say = channel.say
+
+    def down(*_: object) -> str:
+        raise RuntimeError("the platform is down")
+
+    monkeypatch.setattr(channel, "say", down)
+    with pytest.raises(RuntimeError):
+        deliver(stack.rt, sid)
+    monkeypatch.setattr(channel, "say", say)
+    deliver(stack.rt, sid)
+
+    assert [c[0] for c in channel.calls].count("settle") == 2  # not repeated by the retry
+    assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")

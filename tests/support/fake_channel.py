@@ -14,6 +14,7 @@ from engine.protocol import InputRequestOut, Principal
 class RecordingChannel:
     name: str = "fake"
     one_at_a_time: bool = False
+    settle_edits: bool = False
     calls: list[tuple] = field(default_factory=list)
     down: bool = False
 
