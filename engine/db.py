@@ -128,8 +128,9 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
-def changed(session: Session | Connection, statement: Executable) -> int:
-    """Run an UPDATE and return how many rows it changed (the compare-and-set check). On a Session's
-    `connection()`, an UPDATE of mapped rows skips the ORM's work: no autoflush first, and no loaded object
-    of the transaction updated in memory (for rows the transaction has not loaded)."""
-    return cast(CursorResult[Any], session.execute(statement)).rowcount
+def changed(session: Session | Connection, statement: Executable, params: dict[str, Any] | None = None) -> int:
+    """Run an UPDATE (with `params`, for one built once) and return how many rows it changed (the
+    compare-and-set check). On a Session's `connection()`, an UPDATE of mapped rows skips the ORM's work: no
+    autoflush first, and no loaded object of the transaction updated in memory (for rows the transaction has
+    not loaded)."""
+    return cast(CursorResult[Any], session.execute(statement, params)).rowcount

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, or_, select, update
+from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .channels import ChannelAdapter, QueuePosition
@@ -25,6 +25,21 @@ from .tables import Event, InputRequest, Post, Session
 log = logging.getLogger(__name__)
 
 LEASE = timedelta(seconds=60)
+
+# a delivery's statements, built once (see turns.py)
+_LEASE_FREE = (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < bindparam("now"))
+_TAKE_LEASE = update(Session).where(
+    Session.id == bindparam("session"), Session.delivered_seq < Session.event_seq, _LEASE_FREE,
+).values(delivery_queued=False, delivery_lease_until=bindparam("until")).returning(Session)
+_CLEAR_FLAG = update(Session).where(Session.id == bindparam("session")).values(delivery_queued=False)
+_EVENTS_AFTER = select(Event).where(Event.session_id == bindparam("session"), Event.seq > bindparam("seq")) \
+    .order_by(Event.seq)
+_POSTS = select(Post.key, Post.ref).where(Post.session_id == bindparam("session"),
+                                          Post.key.in_(bindparam("keys", expanding=True)))
+_LET_GO = update(Session).where(Session.id == bindparam("session")).values(
+    delivery_lease_until=None,
+    delivered_seq=case((Session.delivered_seq < bindparam("seq"), bindparam("seq")), else_=Session.delivered_seq),
+).returning(Session.delivered_seq < Session.event_seq)
 
 
 def deliver(rt: Runtime, session_id: str) -> None:
@@ -66,18 +81,14 @@ def claim(rt: Runtime, session_id: str) -> Pending | None:
     with rt.transaction() as db:
         now = rt.now()
         session = db.scalars(  # flag, lease and the session's row in one statement
-            update(Session).where(
-                Session.id == session_id, Session.delivered_seq < Session.event_seq,
-                (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < now),
-            ).values(delivery_queued=False, delivery_lease_until=now + LEASE).returning(Session),
+            _TAKE_LEASE, {"session": session_id, "now": now, "until": now + LEASE},
             execution_options={"synchronize_session": False},
         ).one_or_none()
         if session is None:  # delivered already (by a deliverer that went on while this job was queued), or
-            db.connection().execute(  # another deliverer holds the lease: it re-checks before it lets go
-                update(Session).where(Session.id == session_id).values(delivery_queued=False))
+            # another deliverer holds the lease: it re-checks before it lets go
+            db.connection().execute(_CLEAR_FLAG, {"session": session_id})
             return None
-        events = list(db.execute(select(Event).where(
-            Event.session_id == session_id, Event.seq > session.delivered_seq).order_by(Event.seq)).scalars())
+        events = list(db.execute(_EVENTS_AFTER, {"session": session_id, "seq": session.delivered_seq}).scalars())
         adapter = rt.channels.get(session.channel)
         if adapter is None or not events:
             return Pending(adapter, session_info(session), events)
@@ -100,8 +111,7 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     keys = [f"event:{e.seq}" for e in events]
     keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
              for kind in ("request", "settled")]
-    posts = {key: ref for key, ref in db.execute(
-        select(Post.key, Post.ref).where(Post.session_id == session_id, Post.key.in_(keys)))}
+    posts = {key: ref for key, ref in db.execute(_POSTS, {"session": session_id, "keys": keys})}
     return opened, requests, posts
 
 
@@ -111,10 +121,7 @@ def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[P
     left by a failed delivery)."""
     with rt.transaction() as db:
         db.add_all(unrecorded)
-        cursor = Session.delivered_seq
-        return db.connection().execute(update(Session).where(Session.id == session_id).values(
-            delivery_lease_until=None, delivered_seq=case((cursor < delivered_seq, delivered_seq), else_=cursor),
-        ).returning(Session.delivered_seq < Session.event_seq)).scalar_one()
+        return db.connection().execute(_LET_GO, {"session": session_id, "seq": delivered_seq}).scalar_one()
 
 
 def hand_over(rt: Runtime, session_id: str, pending: Pending, delivered: list[int]) -> None:

@@ -11,7 +11,7 @@ import hashlib
 import logging
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
@@ -27,6 +27,10 @@ from .sessions import open_session
 from .tables import Inbound, InputRequest, Session
 
 log = logging.getLogger(__name__)
+
+_MARK_PROCESSED = update(Inbound).where(Inbound.id == bindparam("inbound"), Inbound.processed_at.is_(None)) \
+    .values(processed_at=bindparam("now"))
+"""An item's compare-and-set, built once (see turns.py)."""
 
 
 def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
@@ -135,8 +139,7 @@ def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) ->
 
 def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:
     """Compare-and-set: True for the one transaction that marks the item processed."""
-    return changed(db.connection(), update(Inbound).where(Inbound.id == inbound_id, Inbound.processed_at.is_(None))
-                   .values(processed_at=rt.now())) == 1
+    return changed(db.connection(), _MARK_PROCESSED, {"inbound": inbound_id, "now": rt.now()}) == 1
 
 
 def session_for_address(rt: Runtime, channel: str, address: str, principal: Principal | None) -> str:

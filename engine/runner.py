@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
@@ -33,6 +33,12 @@ from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
+
+# built once (see turns.py)
+_OPEN_CALLS = select(ToolCall).where(ToolCall.turn_id == bindparam("turn"), ToolCall.status.not_in(DONE)) \
+    .order_by(ToolCall.step, ToolCall.position)
+_RUN_INTERRUPTED = update(Run).where(Run.id == bindparam("run")) \
+    .values(status="interrupted", ended_at=bindparam("now"))
 
 
 class LeaseLost(Exception):
@@ -215,10 +221,7 @@ class Driver:
     def open_calls(self, db: DbSession, known: list[ToolCall] | None = None) -> list[ToolCall]:
         if known is not None:
             return known
-        return list(db.execute(
-            select(ToolCall).where(ToolCall.turn_id == self.turn_id, ToolCall.status.not_in(DONE))
-            .order_by(ToolCall.step, ToolCall.position)
-        ).scalars())
+        return list(db.execute(_OPEN_CALLS, {"turn": self.turn_id}).scalars())
 
     # -- tool calls -------------------------------------------------------------------------------
 
@@ -339,7 +342,7 @@ class Driver:
             return False
         now = self.rt.now()
         # on the connection: no early flush (the step's rows go out with the turn's state, in one flush)
-        db.connection().execute(update(Run).where(Run.id == self.run_id).values(status="interrupted", ended_at=now))
+        db.connection().execute(_RUN_INTERRUPTED, {"run": self.run_id, "now": now})
         turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Table, delete, update
+from sqlalchemy import Table, bindparam, delete, update
 from sqlalchemy.orm import Session
 
 from . import defaults
@@ -48,6 +48,9 @@ FOLLOW_UP_JOBS = frozenset({"run_turn"})
 """Jobs that a job which commits them runs itself when it ends (see `Runtime.following`)."""
 
 _follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
+_OUTBOX = cast(Table, Outbox.__table__)
+_DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
+"""A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns.py)."""
 
 
 class Runtime:
@@ -87,8 +90,7 @@ class Runtime:
             yield session
             self._deliver_events(session)
             if job_row is not None:
-                outbox = cast(Table, Outbox.__table__)
-                session.connection().execute(delete(outbox).where(outbox.c.id == job_row))
+                session.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
             enqueued = session.info.pop("outbox", [])
         rows = [(row.id, row.job, list(row.args)) for row in enqueued]  # ids given by the commit's one flush
         if job_row is not None:

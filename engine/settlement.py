@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -14,6 +14,11 @@ from .protocol import Principal
 from .runtime import Runtime
 from .tables import ApprovalGrant, InputRequest, ToolCall, Turn
 from .tools import reject_call
+
+_CLOSE = update(InputRequest).where(InputRequest.request_id == bindparam("request"), InputRequest.status == "pending") \
+    .values(status="resolved", outcome=bindparam("outcome"), response=bindparam("response"),
+            responder=bindparam("responder"), resolved_at=bindparam("now"))
+"""The compare-and-set that closes a request, built once (see turns.py)."""
 
 REJECTION_NOTES = {
     "ignored": "Ignored: the person sent a new message instead of answering",
@@ -31,8 +36,8 @@ def close_request(
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
-    won = changed(db.connection(), update(InputRequest).where(
-        InputRequest.request_id == request_id, InputRequest.status == "pending").values(**values)) == 1
+    won = changed(db.connection(), _CLOSE, {"request": request_id, "outcome": outcome, "response": response,
+                                            "responder": who, "now": values["resolved_at"]}) == 1
     if not won:
         return None
     request = db.get_one(InputRequest, request_id)

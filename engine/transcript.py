@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from .tables import Message, Turn
+
+# built once (see turns.py)
+_STEER = select(Message.seq).where(
+    Message.session_id == bindparam("session"), Message.seq > bindparam("seen"), Message.role == "user").limit(1)
+_MESSAGES = select(Message).where(Message.session_id == bindparam("session")).order_by(Message.seq)
 
 
 def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
@@ -15,13 +20,11 @@ def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
     A steer is committed by another transaction, so this one's pending changes need no flush first (they
     go out with the next, in fewer statements)."""
     with db.no_autoflush:
-        return db.execute(select(Message.seq).where(
-            Message.session_id == turn.session_id, Message.seq > seen, Message.role == "user",
-        ).limit(1)).first() is not None
+        return db.execute(_STEER, {"session": turn.session_id, "seen": seen}).first() is not None
 
 
 def load_messages(db: DbSession, session_id: str) -> list[Message]:
-    return list(db.execute(select(Message).where(Message.session_id == session_id).order_by(Message.seq)).scalars())
+    return list(db.execute(_MESSAGES, {"session": session_id}).scalars())
 
 
 def model_view(instructions: str, messages: list[Message]) -> list[dict[str, Any]]:

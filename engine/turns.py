@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
@@ -19,12 +19,34 @@ LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc(
 LOCKED_TURNS = "hitl_locked_turns"
 """`db.info` key: the turns this transaction loaded with their rows locked, by id."""
 
+# The statements every turn runs, built once: building a statement and its cache key costs about as much
+# CPU as running it (see the README's Performance section). Parameters are named after what they hold.
+_ACTIVE_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status.in_(ACTIVE_TURN)) \
+    .order_by(Turn.seq).limit(1)
+_TURN_RUN_LOCKED = select(Session, Turn, LATEST_RUN).join(Turn, Turn.session_id == Session.id) \
+    .where(Turn.id == bindparam("turn")).with_for_update(of=[Session, Turn])
+_TURN_LOCKED = select(Turn).where(Turn.id == bindparam("turn")).with_for_update()
+_BLOCKING_TURN = select(Turn).where(
+    Turn.session_id == bindparam("session"), Turn.seq < bindparam("seq"), Turn.status.in_(ACTIVE_TURN)
+).order_by(Turn.seq).limit(1)
+_LATEST_RUN = select(Run).where(Run.turn_id == bindparam("turn")).order_by(Run.seq.desc()).limit(1)
+_PENDING_REQUESTS = select(func.count()).select_from(InputRequest).where(
+    InputRequest.turn_id == bindparam("turn"), InputRequest.status == "pending")
+_RESUMING_RUN = insert(Run).values(
+    turn_id=bindparam("turn"), status="resuming", started_at=bindparam("now"),
+    seq=select(func.coalesce(func.max(Run.seq), 0) + 1).where(Run.turn_id == bindparam("turn")).scalar_subquery(),
+)
+_END_RUN = update(Run).where(Run.id == bindparam("run"), Run.status.in_(["running", "resuming"])) \
+    .values(status=bindparam("run_status"), ended_at=bindparam("now"), error=bindparam("error"))
+_NEXT_QUEUED_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status == "queued") \
+    .order_by(Turn.seq).limit(1)
+_RESUMED_RUN_RUNNING = update(Run).where(Run.turn_id == bindparam("turn"), Run.status == "resuming") \
+    .values(status="running", started_at=bindparam("now")).returning(Run.id)
+
 
 def active_turn(db: DbSession, session_id: str) -> Turn | None:
     """The session's current turn: the earliest one not yet ended."""
-    return db.execute(
-        select(Turn).where(Turn.session_id == session_id, Turn.status.in_(ACTIVE_TURN)).order_by(Turn.seq).limit(1)
-    ).scalar_one_or_none()
+    return db.execute(_ACTIVE_TURN, {"session": session_id}).scalar_one_or_none()
 
 
 def lock_session(db: DbSession, session_id: str) -> Session:
@@ -45,10 +67,7 @@ def lock_turn_run(db: DbSession, turn_id: str) -> tuple[Session, Turn, str | Non
     """A turn, its session and the id of its latest run, the session's row and the turn's locked by one
     statement (PostgreSQL locks them in the order `OF` names them: session first, as every writer takes
     them); None if there is no such turn. The transaction holds the session, as `lock_session` does."""
-    row = db.execute(
-        select(Session, Turn, LATEST_RUN).join(Turn, Turn.session_id == Session.id).where(Turn.id == turn_id)
-        .with_for_update(of=[Session, Turn])
-    ).one_or_none()
+    row = db.execute(_TURN_RUN_LOCKED, {"turn": turn_id}).one_or_none()
     if row is None:
         return None
     session, turn, latest_run = row
@@ -69,7 +88,7 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     if turn_id in locked_turns:
         return locked_turns[turn_id]
     if session_id is not None and held(db, session_id) is not None:
-        turn = db.execute(select(Turn).where(Turn.id == turn_id).with_for_update()).scalar_one()
+        turn = db.execute(_TURN_LOCKED, {"turn": turn_id}).scalar_one()
         locked_turns[turn_id] = turn
         return turn
     locked = lock_turn_run(db, turn_id)
@@ -80,25 +99,15 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
 
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
     """An earlier turn of the same session that has not ended: `turn` must wait for it."""
-    return db.execute(select(Turn).where(
-        Turn.session_id == turn.session_id, Turn.seq < turn.seq, Turn.status.in_(ACTIVE_TURN)
-    ).order_by(Turn.seq).limit(1)).scalar_one_or_none()
+    return db.execute(_BLOCKING_TURN, {"session": turn.session_id, "seq": turn.seq}).scalar_one_or_none()
 
 
 def latest_run(db: DbSession, turn_id: str) -> Run | None:
-    return db.execute(
-        select(Run).where(Run.turn_id == turn_id).order_by(Run.seq.desc()).limit(1)
-    ).scalar_one_or_none()
+    return db.execute(_LATEST_RUN, {"turn": turn_id}).scalar_one_or_none()
 
 
 def pending_requests(db: DbSession, turn_id: str) -> int:
-    return int(
-        db.execute(
-            select(func.count()).select_from(InputRequest).where(
-                InputRequest.turn_id == turn_id, InputRequest.status == "pending"
-            )
-        ).scalar_one()
-    )
+    return int(db.execute(_PENDING_REQUESTS, {"turn": turn_id}).scalar_one())
 
 
 def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
@@ -109,8 +118,7 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
     """
     if turn.status != "waiting" or pending_requests(db, turn.id):
         return False
-    next_seq = select(func.coalesce(func.max(Run.seq), 0) + 1).where(Run.turn_id == turn.id).scalar_subquery()
-    db.connection().execute(insert(Run).values(turn_id=turn.id, seq=next_seq, status="resuming", started_at=rt.now()))
+    db.connection().execute(_RESUMING_RUN, {"turn": turn.id, "now": rt.now()})  # numbered inside its INSERT
     turn.status = "queued"
     turn.updated_at = rt.now()
     rt.enqueue(db, "run_turn", turn.id)
@@ -127,8 +135,7 @@ def end_turn(
     turn.status, turn.result, turn.error, turn.lease_until, turn.updated_at = status, result, error, None, now
     if run_id is not None:
         run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
-        db.connection().execute(update(Run).where(Run.id == run_id, Run.status.in_(["running", "resuming"]))
-                                .values(status=run_status, ended_at=now, error=error))
+        db.connection().execute(_END_RUN, {"run": run_id, "run_status": run_status, "now": now, "error": error})
     if status == "completed":
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
     elif status == "failed":
@@ -141,9 +148,7 @@ def end_turn(
 def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
     """Enqueue the session's oldest queued turn, or mark the session idle and say so."""
     session = db.get_one(Session, session_id)
-    next_turn = db.execute(
-        select(Turn).where(Turn.session_id == session_id, Turn.status == "queued").order_by(Turn.seq).limit(1)
-    ).scalar_one_or_none()
+    next_turn = db.execute(_NEXT_QUEUED_TURN, {"session": session_id}).scalar_one_or_none()
     if next_turn is not None:
         session.status = "active"
         rt.enqueue(db, "run_turn", next_turn.id)
@@ -166,9 +171,7 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     turn.status, turn.lease_until, turn.updated_at = "running", rt.lease_until(), now
     session.status = "active"
     run_id = None if latest is None else db.connection().execute(  # the run a resume opened, now running
-        update(Run).where(Run.turn_id == turn_id, Run.status == "resuming")
-        .values(status="running", started_at=now).returning(Run.id)
-    ).scalar_one_or_none()
+        _RESUMED_RUN_RUNNING, {"turn": turn_id, "now": now}).scalar_one_or_none()
     if run_id is None:  # the turn's first run
         run_id = new_id("run")
         db.add(Run(id=run_id, turn_id=turn_id, seq=1, status="running", started_at=now))
