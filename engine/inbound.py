@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 _MARK_PROCESSED = update(Inbound).where(Inbound.id == bindparam("inbound"), Inbound.processed_at.is_(None)) \
     .values(processed_at=bindparam("now"))
 """An item's compare-and-set, built once (see turns.py)."""
+_INSERT_ONCE = {dialect: insert(Inbound).on_conflict_do_nothing(index_elements=["channel", "external_id"])
+                .returning(Inbound.id) for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))}
+"""A delivery's row unless its platform id is stored already, per dialect (its values are the parameters)."""
 
 
 def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
@@ -68,13 +71,11 @@ def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | N
 
 def insert_once(db: DbSession, channel: str, external_id: str, principal: Principal | None, payload: bytes,
                 item: dict[str, Any] | None, rt: Runtime) -> int | None:
-    insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(Inbound).values(
-        channel=channel, external_id=external_id, received_at=rt.now(),
-        principal=principal.wire() if principal else None,
-        payload_digest=hashlib.sha256(payload).hexdigest(), item=item,
-    ).on_conflict_do_nothing(index_elements=["channel", "external_id"]).returning(Inbound.id)
-    return db.execute(statement).scalar_one_or_none()
+    return db.execute(_INSERT_ONCE[db.get_bind().dialect.name], {
+        "channel": channel, "external_id": external_id, "received_at": rt.now(),
+        "principal": principal.wire() if principal else None,
+        "payload_digest": hashlib.sha256(payload).hexdigest(), "item": item,
+    }).scalar_one_or_none()
 
 
 def process_inbound(rt: Runtime, inbound_id: int) -> None:
