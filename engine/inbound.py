@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
@@ -31,9 +31,11 @@ log = logging.getLogger(__name__)
 _MARK_PROCESSED = update(Inbound).where(Inbound.id == bindparam("inbound"), Inbound.processed_at.is_(None)) \
     .values(processed_at=bindparam("now"))
 """An item's compare-and-set, built once (see turns.py)."""
-_INSERT_ONCE = {dialect: insert(Inbound).on_conflict_do_nothing(index_elements=["channel", "external_id"])
-                .returning(Inbound.id) for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))}
-"""A delivery's row unless its platform id is stored already, per dialect (its values are the parameters)."""
+_INBOUND = cast(Table, Inbound.__table__)
+_INSERT_ONCE = {dialect: insert(_INBOUND).on_conflict_do_nothing(index_elements=["channel", "external_id"])
+                .returning(_INBOUND.c.id) for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))}
+"""A delivery's row unless its platform id is stored already, per dialect (its values are the parameters; on
+the table, run on the connection: no ORM work)."""
 
 
 def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
@@ -71,7 +73,8 @@ def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | N
 
 def insert_once(db: DbSession, channel: str, external_id: str, principal: Principal | None, payload: bytes,
                 item: dict[str, Any] | None, rt: Runtime) -> int | None:
-    return db.execute(_INSERT_ONCE[db.get_bind().dialect.name], {
+    connection = db.connection()
+    return connection.execute(_INSERT_ONCE[connection.dialect.name], {
         "channel": channel, "external_id": external_id, "received_at": rt.now(),
         "principal": principal.wire() if principal else None,
         "payload_digest": hashlib.sha256(payload).hexdigest(), "item": item,
