@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event, func, select
@@ -27,6 +29,30 @@ def channel_stack(tmp_path: Path) -> Iterator[tuple[Stack, RecordingChannel]]:
     stack.rt.channels["fake"] = channel
     yield stack, channel
     stack.close()
+
+
+@contextlib.contextmanager
+def recorded(stack: Stack, what: str) -> Iterator[list[Any]]:
+    """The engine's `before_cursor_execute` statements, or its `commit`s, while the block runs."""
+    seen: list[Any] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2] if what == "before_cursor_execute" else args[0])
+
+    event.listen(stack.rt.db.engine, what, record)
+    try:
+        yield seen
+    finally:
+        event.remove(stack.rt.db.engine, what, record)
+
+
+def answered_away(stack: Stack, channel: RecordingChannel, sid: str, *request_ids: str) -> None:
+    """Approve requests while the channel is away: their events wait, undelivered."""
+    stack.rt.channels.pop("fake")
+    for request_id in request_ids:
+        stack.answer(request_id, "approve")
+    stack.settle()
+    stack.rt.channels["fake"] = channel
 
 
 def start(stack: Stack) -> str:
@@ -108,16 +134,9 @@ def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
     stack, channel = channel_stack
     sid = start(stack)
     first, second = stack.pending(sid)
-    stack.rt.channels.pop("fake")  # the answer's events wait, undelivered
-    stack.answer(first["requestId"], "approve")
-    stack.rt.channels["fake"] = channel
-    commits: list[object] = []
-    count = commits.append
-    event.listen(stack.rt.db.engine, "commit", count)
-    try:
+    answered_away(stack, channel, sid, first["requestId"])
+    with recorded(stack, "commit") as commits:
         deliver(stack.rt, sid)
-    finally:
-        event.remove(stack.rt.db.engine, "commit", count)
 
     assert [c for c in channel.calls if c[0] == "settle"] == [("settle", first["requestId"], "approved", "ref-2")]
     assert [c[1] for c in channel.calls if c[0] == "show"] == [first["requestId"], second["requestId"]]
@@ -131,18 +150,10 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
     stack, channel = channel_stack
     sid = start(stack)
     first, second = stack.pending(sid)
-    statements: list[str] = []
-
-    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        statements.append(statement)
-
-    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
-    try:
+    with recorded(stack, "before_cursor_execute") as statements:
         stack.answer(first["requestId"], "approve")
         stack.answer(second["requestId"], "approve")
         stack.settle()
-    finally:
-        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
 
     assert stack.turn(sid)["status"] == "completed"
     assert not [s for s in statements if "SET delivery_queued" in s and "sessions.channel IN" in s]
@@ -159,16 +170,8 @@ def test_a_delivery_with_nothing_past_the_cursor_only_clears_its_flag(
     posted = list(channel.calls)
     with stack.rt.transaction() as db:
         db.get_one(Session, sid).delivery_queued = True
-    statements: list[str] = []
-
-    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        statements.append(statement)
-
-    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
-    try:
+    with recorded(stack, "before_cursor_execute") as statements:
         deliver(stack.rt, sid)
-    finally:
-        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
 
     updates = [s for s in statements if not s.startswith("BEGIN")]  # the claim's, then the flag's alone
     assert len(updates) == 2 and all(s.startswith("UPDATE sessions SET") for s in updates)
@@ -185,19 +188,9 @@ def test_a_delivery_takes_its_lease_and_reads_its_session_in_one_statement(
     stack, channel = channel_stack
     sid = start(stack)
     first, _ = stack.pending(sid)
-    stack.rt.channels.pop("fake")  # the answer's events wait, undelivered
-    stack.answer(first["requestId"], "approve")
-    stack.rt.channels["fake"] = channel
-    statements: list[str] = []
-
-    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        statements.append(statement)
-
-    event.listen(stack.rt.db.engine, "before_cursor_execute", seen)
-    try:
+    answered_away(stack, channel, sid, first["requestId"])
+    with recorded(stack, "before_cursor_execute") as statements:
         pending = claim(stack.rt, sid)
-    finally:
-        event.remove(stack.rt.db.engine, "before_cursor_execute", seen)
     assert pending is not None and pending.events
     assert [s.split()[0] for s in statements if not s.startswith("BEGIN")][:2] == ["UPDATE", "SELECT"]
     assert "FROM sessions" not in " ".join(statements)
@@ -232,11 +225,7 @@ def answered_offline(stack: Stack, channel: RecordingChannel) -> str:
     delivery has both cards to settle and the answer to say."""
     sid = start(stack)
     first, second = stack.pending(sid)
-    stack.rt.channels.pop("fake")
-    stack.answer(first["requestId"], "approve")
-    stack.answer(second["requestId"], "approve")
-    stack.settle()
-    stack.rt.channels["fake"] = channel
+    answered_away(stack, channel, sid, first["requestId"], second["requestId"])
     return sid
 
 
@@ -248,13 +237,8 @@ def test_card_edits_are_recorded_with_the_next_post_they_precede(
     stack, channel = channel_stack
     channel.settle_edits = settle_edits
     sid = answered_offline(stack, channel)
-    commits: list[object] = []
-    count = commits.append
-    event.listen(stack.rt.db.engine, "commit", count)
-    try:
+    with recorded(stack, "commit") as commits:
         deliver(stack.rt, sid)
-    finally:
-        event.remove(stack.rt.db.engine, "commit", count)
 
     assert [c[0] for c in channel.calls[-3:]] == ["settle", "settle", "say"]
     assert len(commits) == expected_commits  # the lease; each record a post waits for; the cursor
