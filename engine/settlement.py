@@ -16,9 +16,9 @@ from .tables import ApprovalGrant, InputRequest, ToolCall, Turn
 from .tools import reject_call
 
 _CLOSE = update(InputRequest).where(InputRequest.request_id == bindparam("request"), InputRequest.status == "pending") \
-    .values(status="resolved", outcome=bindparam("outcome"), response=bindparam("response"),
-            responder=bindparam("responder"), resolved_at=bindparam("now"))
-"""The compare-and-set that closes a request, built once (see turns.py)."""
+    .values({column: bindparam(column) for column in ("status", "outcome", "response", "responder", "resolved_at")})
+"""The compare-and-set that closes a request, built once (see turns.py); its values are named after their
+columns."""
 
 REJECTION_NOTES = {
     "ignored": "Ignored: the person sent a new message instead of answering",
@@ -36,8 +36,7 @@ def close_request(
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
-    won = changed(db.connection(), _CLOSE, {"request": request_id, "outcome": outcome, "response": response,
-                                            "responder": who, "now": values["resolved_at"]}) == 1
+    won = changed(db.connection(), _CLOSE, {"request": request_id, **values}) == 1
     if not won:
         return None
     request = db.get_one(InputRequest, request_id)

@@ -14,8 +14,6 @@ from .storage import new_id
 from .tables import InputRequest, Run, Session, Turn
 
 ACTIVE_TURN = ("queued", "running", "waiting")
-LATEST_RUN = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
-"""The id of a turn's latest run, as a column of a query on turns."""
 LOCKED_TURNS = "hitl_locked_turns"
 """`db.info` key: the turns this transaction loaded with their rows locked, by id."""
 
@@ -23,8 +21,11 @@ LOCKED_TURNS = "hitl_locked_turns"
 # CPU as running it (see the README's Performance section). Parameters are named after what they hold.
 _ACTIVE_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status.in_(ACTIVE_TURN)) \
     .order_by(Turn.seq).limit(1)
-_TURN_RUN_LOCKED = select(Session, Turn, LATEST_RUN).join(Turn, Turn.session_id == Session.id) \
+_LATEST_RUN_ID = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()
+"""The id of a turn's latest run, as a column of a query on turns."""
+_TURN_RUN_LOCKED = select(Session, Turn, _LATEST_RUN_ID).join(Turn, Turn.session_id == Session.id) \
     .where(Turn.id == bindparam("turn")).with_for_update(of=[Session, Turn])
+_SESSION_LOCKED = select(Session).where(Session.id == bindparam("session")).with_for_update()
 _TURN_LOCKED = select(Turn).where(Turn.id == bindparam("turn")).with_for_update()
 _BLOCKING_TURN = select(Turn).where(
     Turn.session_id == bindparam("session"), Turn.seq < bindparam("seq"), Turn.status.in_(ACTIVE_TURN)
@@ -56,7 +57,7 @@ def lock_session(db: DbSession, session_id: str) -> Session:
     session = held(db, session_id)
     if session is not None:  # locked by an earlier statement of this transaction
         return session
-    session = db.execute(select(Session).where(Session.id == session_id).with_for_update()).scalar_one_or_none()
+    session = db.execute(_SESSION_LOCKED, {"session": session_id}).scalar_one_or_none()
     if session is None:
         raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
     hold(db, session)
