@@ -5,30 +5,36 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, event, select, update
+from sqlalchemy import Table, bindparam, event, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from .requests import as_opened
 from .storage import PRINCIPAL
-from .tables import Event, InputRequest, Message, Session
+from .tables import Event, InputRequest, Message, Session, utcnow
 
 PENDING = "hitl_unnumbered"
 UNSENT = "hitl_unsent_events"
 HELD = "hitl_held_sessions"
 COUNTED = "hitl_counted_seqs"
 
+_SESSIONS = cast(Table, Session.__table__)
+# built once (see turns.py); on the tables: a transaction's messages, events and counters take no ORM work
+_INSERT_MESSAGES = insert(cast(Table, Message.__table__))
+_INSERT_EVENTS = insert(cast(Table, Event.__table__))
+_WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")) \
+    .values(event_seq=bindparam("events_to"), message_seq=bindparam("messages_to"))
+
 
 def emit(
     db: DbSession, session_id: str, type: str, data: dict[str, Any], *, turn_id: str | None, at: datetime
-) -> Event:
-    """Append one event to the session's stream. Nothing in a transaction reads back the events it wrote, so
-    they are inserted, and numbered, together when it commits."""
-    event = Event(session_id=session_id, type=type, turn_id=turn_id, data=data, at=at)
-    db.info.setdefault(UNSENT, []).append(event)
+) -> None:
+    """Append one event to the session's stream; the events of a transaction are numbered and inserted
+    together when it commits."""
+    db.info.setdefault(UNSENT, []).append(
+        {"session_id": session_id, "type": type, "turn_id": turn_id, "data": data, "at": at})
     db.info.setdefault("event_sessions", set()).add(session_id)
-    return event
 
 
 def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str, principal: dict[str, Any] | None,
@@ -44,16 +50,27 @@ def emit_requested(db: DbSession, session_id: str, turn_id: str, requests: list[
     emit(db, session_id, "input.requested", {"requestIds": [r.request_id for r in requests]}, turn_id=turn_id, at=at)
 
 
-def add_message(db: DbSession, session_id: str, turn_id: str | None, role: str, **fields: Any) -> Message:
-    """Append one message to the transcript the model sees (numbered when the transaction flushes)."""
-    message = Message(session_id=session_id, turn_id=turn_id, role=role, **fields)
-    _append(db, message)
-    return message
+def add_message(
+    db: DbSession, session_id: str, turn_id: str | None, role: str, *, content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None, tool_call_id: str | None = None,
+    principal: dict[str, Any] | None = None,
+) -> None:
+    """Append one message to the transcript the model sees: numbered and inserted when the transaction
+    reads the transcript (`insert_messages`) or commits."""
+    db.info.setdefault(PENDING, []).append({
+        "session_id": session_id, "turn_id": turn_id, "role": role, "content": content, "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id, "principal": principal, "created_at": utcnow(),
+    })
 
 
-def _append(db: DbSession, row: Event | Message) -> None:
-    db.add(row)
-    db.info.setdefault(PENDING, []).append(row)
+def insert_messages(db: DbSession) -> None:
+    """Number and insert the messages this transaction appended and has not inserted yet (before it reads
+    the transcript)."""
+    messages: list[dict[str, Any]] = db.info.pop(PENDING, [])
+    if messages:
+        _number(db, messages, [])
+        db.flush()  # first: the session or turn they belong to, if new in this transaction
+        db.connection().execute(_INSERT_MESSAGES, messages)
 
 
 def hold(db: DbSession, session: Session) -> None:
@@ -69,16 +86,28 @@ def held(db: DbSession, session_id: str) -> Session | None:
 
 @event.listens_for(DbSession, "before_commit")
 def _send(db: DbSession) -> None:
-    """The transaction's events are numbered now and inserted by the commit's flush, with the counters of the
-    sessions it holds."""
-    for row in db.info.pop(UNSENT, []):
-        _append(db, row)
-    _number(db)
+    """Number the transaction's messages and events, flush, then insert them and write the counters of the
+    sessions it holds, one statement each. A held session with changes of its own gets its counters written
+    by the flush, with those changes."""
+    messages: list[dict[str, Any]] = db.info.pop(PENDING, [])
+    events: list[dict[str, Any]] = db.info.pop(UNSENT, [])
+    _number(db, messages, events)
+    counters = []
     for session_id, (event_seq, message_seq) in db.info.pop(COUNTED, {}).items():
         session = db.info[HELD][session_id]
-        session.event_seq, session.message_seq = event_seq, message_seq
-        flag_modified(session, "event_seq")  # written even where an earlier flush's numbering already set it
-        flag_modified(session, "message_seq")
+        if db.is_modified(session):
+            session.event_seq, session.message_seq = event_seq, message_seq
+            flag_modified(session, "event_seq")  # written even where an earlier numbering set it
+            flag_modified(session, "message_seq")
+        else:  # (its object has them already: `_number`)
+            counters.append({"session": session_id, "events_to": event_seq, "messages_to": message_seq})
+    if not messages and not events and not counters:
+        return
+    db.flush()  # first: a session or turn new in this transaction is inserted before what belongs to it
+    connection = db.connection()
+    for statement, rows in ((_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)):
+        if rows:
+            connection.execute(statement, rows)
 
 
 @event.listens_for(DbSession, "after_rollback")
@@ -87,44 +116,39 @@ def _drop(db: DbSession) -> None:
         db.info.pop(key, None)
 
 
-@event.listens_for(DbSession, "before_flush")
-def _before_flush(db: DbSession, _context: Any, _instances: Any) -> None:
-    _number(db)
-
-
-def _number(db: DbSession) -> None:
-    """Give the events and messages about to be inserted their seqs, in the order they were appended. A held
+def _number(db: DbSession, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """Give the messages and events about to be inserted their seqs, in the order they were appended. A held
     session's seqs come from its counters in this transaction; any other session's are reserved by one
     UPDATE, which takes the session row's lock, so concurrent writers of one session get dense seqs that
     commit in order."""
-    rows: list[Event | Message] = db.info.pop(PENDING, [])
     wanted: dict[str, list[int]] = {}
-    for row in rows:
-        wanted.setdefault(row.session_id, [0, 0])[isinstance(row, Message)] += 1
-    table = cast(Table, Session.__table__)
-    sessions = table.c
+    for kind, rows in enumerate((events, messages)):
+        for row in rows:
+            wanted.setdefault(row["session_id"], [0, 0])[kind] += 1
+    sessions = _SESSIONS.c
     held, counted = db.info.get(HELD, {}), db.info.setdefault(COUNTED, {})
-    next_seq: dict[tuple[str, bool], int] = {}
-    for session_id, (events, messages) in wanted.items():
+    next_seq: dict[tuple[str, int], int] = {}
+    for session_id, (event_count, message_count) in wanted.items():
         if session_id in held:
             loaded = held[session_id]
             event_seq, message_seq = counted.get(session_id, (loaded.event_seq, loaded.message_seq))
-            event_seq, message_seq = counted[session_id] = (event_seq + events, message_seq + messages)
+            event_seq, message_seq = counted[session_id] = (event_seq + event_count, message_seq + message_count)
         else:
             event_seq, message_seq = db.connection().execute(
-                update(table).where(sessions.id == session_id)
-                .values(event_seq=sessions.event_seq + events, message_seq=sessions.message_seq + messages)
+                update(_SESSIONS).where(sessions.id == session_id)
+                .values(event_seq=sessions.event_seq + event_count, message_seq=sessions.message_seq + message_count)
                 .returning(sessions.event_seq, sessions.message_seq)
             ).one()
             loaded = db.identity_map.get(identity_key(Session, session_id))
         if loaded is not None:  # keep a session object of this transaction in step with its counters
             set_committed_value(loaded, "event_seq", event_seq)
             set_committed_value(loaded, "message_seq", message_seq)
-        next_seq[session_id, False] = event_seq - events + 1
-        next_seq[session_id, True] = message_seq - messages + 1
-    for row in rows:
-        key = (row.session_id, isinstance(row, Message))
-        row.seq, next_seq[key] = next_seq[key], next_seq[key] + 1
+        next_seq[session_id, 0] = event_seq - event_count + 1
+        next_seq[session_id, 1] = message_seq - message_count + 1
+    for kind, rows in enumerate((events, messages)):
+        for row in rows:
+            key = (row["session_id"], kind)
+            row["seq"], next_seq[key] = next_seq[key], next_seq[key] + 1
 
 
 def events_wire(db: DbSession, events: list[Event]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
+from .events import insert_messages
 from .tables import Message, Turn
 
 # built once (see turns.py)
@@ -24,6 +25,7 @@ def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
 
 
 def load_messages(db: DbSession, session_id: str) -> list[Message]:
+    insert_messages(db)
     return list(db.execute(_MESSAGES, {"session": session_id}).scalars())
 
 
