@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Table, bindparam, delete, update
+from sqlalchemy import Table, bindparam, delete, insert, update
 from sqlalchemy.orm import Session
 
 from . import defaults
@@ -51,6 +51,7 @@ _follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", 
 _OUTBOX = cast(Table, Outbox.__table__)
 _DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
 """A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns.py)."""
+_INSERT_JOB_ROW = insert(_OUTBOX).returning(_OUTBOX.c.id)
 
 
 class Runtime:
@@ -91,8 +92,7 @@ class Runtime:
             self._deliver_events(session)
             if job_row is not None:
                 session.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
-            enqueued = session.info.pop("outbox", [])
-        rows = [(row.id, row.job, list(row.args)) for row in enqueued]  # ids given by the commit's one flush
+            rows: list[OutboxRow] = session.info.pop("outbox", [])
         if job_row is not None:
             _job_row.set(None)
         later = _follow_ups.get()
@@ -162,9 +162,10 @@ class Runtime:
 
     def enqueue(self, session: Session, job: str, *args: Any) -> None:
         """Record a job in the outbox, in the caller's transaction."""
-        row = Outbox(job=job, args=list(args), available_at=self.now())
-        session.add(row)
-        session.info.setdefault("outbox", []).append(row)
+        now = self.now()
+        row_id = session.connection().execute(
+            _INSERT_JOB_ROW, {"job": job, "args": list(args), "created_at": now, "available_at": now}).scalar_one()
+        session.info.setdefault("outbox", []).append((row_id, job, list(args)))
 
     def push(self, rows: list[OutboxRow]) -> None:
         """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes

@@ -41,6 +41,7 @@ _END_RUN = update(Run).where(Run.id == bindparam("run"), Run.status.in_(["runnin
     .values(status=bindparam("run_status"), ended_at=bindparam("now"), error=bindparam("error"))
 _NEXT_QUEUED_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status == "queued") \
     .order_by(Turn.seq).limit(1)
+_FIRST_RUN = insert(Run).values(seq=1, status="running")
 _RESUMED_RUN_RUNNING = update(Run).where(Run.turn_id == bindparam("turn"), Run.status == "resuming") \
     .values(status="running", started_at=bindparam("now")).returning(Run.id)
 
@@ -175,7 +176,7 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
         _RESUMED_RUN_RUNNING, {"turn": turn_id, "now": now}).scalar_one_or_none()
     if run_id is None:  # the turn's first run
         run_id = new_id("run")
-        db.add(Run(id=run_id, turn_id=turn_id, seq=1, status="running", started_at=now))
+        db.connection().execute(_FIRST_RUN, {"id": run_id, "turn_id": turn_id, "started_at": now})
         turn.step_budget = rt.agent.max_steps
         principal = turn.requested_by
         add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
