@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
@@ -118,9 +119,14 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The function description the model sees (OpenAI `tools[].function`)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @cached_property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the tool's input, generated once (every model step sends it)."""
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
-        return {"name": self.name, "description": self.description, "parameters": schema}
+        return schema
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         """Check the model's input against the signature; raises ValueError with a readable message."""

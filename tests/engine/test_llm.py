@@ -10,6 +10,7 @@ import pytest
 import requests
 import responses
 
+from engine import Agent, tool
 from engine.llm import ModelError, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
 
 BASE_URL = "http://llm.test/v1"
@@ -263,3 +264,26 @@ def test_scripted_model_reply_can_depend_on_the_transcript() -> None:
     assert model.complete([{"role": "user", "content": "one"}], []).text == "1:one"
     two = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     assert model.complete(two, []).text == "2:b"
+
+
+def test_a_tools_spec_is_its_name_docstring_and_input_schema_at_every_step() -> None:
+    @tool
+    def get_weather(city: str, days: int = 1) -> dict[str, Any]:
+        """Weather for a city"""
+        return {"city": city, "days": days}
+
+    agent = Agent(name="weather", instructions="", model=ScriptedModel(lambda _: ModelReply(text="ok")),
+                  tools=[get_weather])
+
+    first, second = agent.tool_specs(), agent.tool_specs()
+
+    assert first == second == [{
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"title": "City", "type": "string"},
+                           "days": {"default": 1, "title": "Days", "type": "integer"}},
+            "required": ["city"],
+        },
+    }]
