@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from .errors import NotFound
 from .events import add_message, emit, emit_received, held, hold
+from .requests import opened_in
 from .runtime import Runtime
 from .storage import new_id
 from .tables import InputRequest, Run, Session, Turn
@@ -109,7 +111,11 @@ def latest_run(db: DbSession, turn_id: str) -> Run | None:
 
 
 def pending_requests(db: DbSession, turn_id: str) -> int:
-    return int(db.execute(_PENDING_REQUESTS, {"turn": turn_id}).scalar_one())
+    """How many of the turn's requests are pending. A request opens only by `open_request`, which notes its
+    turn, and closes only by statements on the table (`close_request`): unless this transaction opened one
+    for the turn, its unflushed changes cannot change the count, and wait for the next flush."""
+    with nullcontext() if opened_in(db, turn_id) else db.no_autoflush:
+        return int(db.execute(_PENDING_REQUESTS, {"turn": turn_id}).scalar_one())
 
 
 def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
