@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .decisions import session_info
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 Status = Literal["settled", "pending", "refused", "stale"]
 STORED = "hitl_stored_candidates"
 """`db.info` key: the candidates this transaction stored, by id."""
+_REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
+    .where(InputRequest.request_id == bindparam("request"))
+"""A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def submit_responses(
 
 
 def check(db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
-    request = db.get(InputRequest, response.request_id)
+    request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
     if request is None or (session_id is not None and request.session_id != session_id):
         raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
     if request.status != "pending":
@@ -103,7 +106,6 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    call = db.get(ToolCall, request.call_id) if request.call_id else None
     return Checked(response, option_id, text, request, call)
 
 
