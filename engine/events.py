@@ -14,8 +14,8 @@ from .requests import as_opened
 from .storage import PRINCIPAL
 from .tables import Event, InputRequest, Message, Session, utcnow
 
-PENDING = "hitl_unnumbered"
-UNSENT = "hitl_unsent_events"
+UNSENT_MESSAGES = "hitl_unsent_messages"
+UNSENT_EVENTS = "hitl_unsent_events"
 HELD = "hitl_held_sessions"
 COUNTED = "hitl_counted_seqs"
 
@@ -32,7 +32,7 @@ def emit(
 ) -> None:
     """Append one event to the session's stream; the events of a transaction are numbered and inserted
     together when it commits."""
-    db.info.setdefault(UNSENT, []).append(
+    db.info.setdefault(UNSENT_EVENTS, []).append(
         {"session_id": session_id, "type": type, "turn_id": turn_id, "data": data, "at": at})
     db.info.setdefault("event_sessions", set()).add(session_id)
 
@@ -57,7 +57,7 @@ def add_message(
 ) -> None:
     """Append one message to the transcript the model sees: numbered and inserted when the transaction
     reads the transcript (`insert_messages`) or commits."""
-    db.info.setdefault(PENDING, []).append({
+    db.info.setdefault(UNSENT_MESSAGES, []).append({
         "session_id": session_id, "turn_id": turn_id, "role": role, "content": content, "tool_calls": tool_calls,
         "tool_call_id": tool_call_id, "principal": principal, "created_at": utcnow(),
     })
@@ -66,10 +66,10 @@ def add_message(
 def insert_messages(db: DbSession) -> None:
     """Number and insert the messages this transaction appended and has not inserted yet (before it reads
     the transcript)."""
-    messages: list[dict[str, Any]] = db.info.pop(PENDING, [])
+    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
     if messages:
         _number(db, messages, [])
-        db.flush()  # first: the session or turn they belong to, if new in this transaction
+        db.flush()  # first: the turn they belong to, if new in this transaction
         db.connection().execute(_INSERT_MESSAGES, messages)
 
 
@@ -89,8 +89,8 @@ def _send(db: DbSession) -> None:
     """Number the transaction's messages and events, flush, then insert them and write the counters of the
     sessions it holds, one statement each. A held session with changes of its own gets its counters written
     by the flush, with those changes."""
-    messages: list[dict[str, Any]] = db.info.pop(PENDING, [])
-    events: list[dict[str, Any]] = db.info.pop(UNSENT, [])
+    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
+    events: list[dict[str, Any]] = db.info.pop(UNSENT_EVENTS, [])
     _number(db, messages, events)
     counters = []
     for session_id, (event_seq, message_seq) in db.info.pop(COUNTED, {}).items():
@@ -103,7 +103,7 @@ def _send(db: DbSession) -> None:
             counters.append({"session": session_id, "events_to": event_seq, "messages_to": message_seq})
     if not messages and not events and not counters:
         return
-    db.flush()  # first: a session or turn new in this transaction is inserted before what belongs to it
+    db.flush()  # first: a turn new in this transaction is inserted before its messages
     connection = db.connection()
     for statement, rows in ((_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)):
         if rows:
@@ -112,7 +112,7 @@ def _send(db: DbSession) -> None:
 
 @event.listens_for(DbSession, "after_rollback")
 def _drop(db: DbSession) -> None:
-    for key in (UNSENT, PENDING, COUNTED, HELD):
+    for key in (UNSENT_EVENTS, UNSENT_MESSAGES, COUNTED, HELD):
         db.info.pop(key, None)
 
 

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session as DbSession
 
 from engine.db import Database
 from engine.events import add_message, emit
 from engine.runtime import Runtime
-from engine.tables import Event, Message, Session
+from engine.storage import new_id
+from engine.tables import Event, Message, Session, Turn
+from engine.transcript import load_messages
 from engine.turns import lock_session
 from tests.conftest import make_stack
 
@@ -40,11 +43,15 @@ def append(rt: Runtime, session_id: str, *, held: bool, tag: str) -> None:
     with rt.transaction() as db:
         if held:
             lock_session(db, session_id)
-        add_message(db, session_id, None, "user", content=f"{tag} a")
-        db.flush()
-        add_message(db, session_id, None, "user", content=f"{tag} b")
-        for n in range(2):
-            emit(db, session_id, "test.event", {"tag": tag, "n": n}, turn_id=None, at=rt.now())
+        append_in(db, rt, session_id, tag=tag)
+
+
+def append_in(db: DbSession, rt: Runtime, session_id: str, *, tag: str) -> None:
+    add_message(db, session_id, None, "user", content=f"{tag} a")
+    db.flush()
+    add_message(db, session_id, None, "user", content=f"{tag} b")
+    for n in range(2):
+        emit(db, session_id, "test.event", {"tag": tag, "n": n}, turn_id=None, at=rt.now())
 
 
 def seqs(db: Database, session_id: str) -> tuple[list[int], list[int], tuple[int, int]]:
@@ -111,3 +118,49 @@ def test_concurrent_writers_get_dense_seqs(rt: Runtime) -> None:
     assert sorted(events) == list(range(1, total + 1))
     assert sorted(messages) == list(range(1, total + 1))
     assert counters == (total, total)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_turn_new_in_the_transaction_is_written_before_its_messages(rt: Runtime, read_first: bool) -> None:
+    """Messages are inserted on the table, after a flush of the transaction's objects: their turn exists by
+    then (the foreign key holds), whether the commit inserts them or a read of the transcript does."""
+    session_id = new_session(rt)
+    with rt.transaction() as db:
+        lock_session(db, session_id)
+        turn = Turn(id=new_id("turn"), session_id=session_id, seq=1, input="hello")
+        db.add(turn)  # not flushed
+        add_message(db, session_id, turn.id, "user", content="hello")
+        emit(db, session_id, "turn.started", {}, turn_id=turn.id, at=rt.now())
+        if read_first:
+            assert [m.turn_id for m in load_messages(db, session_id)] == [turn.id]
+
+    assert seqs(rt.db, session_id) == ([1], [1], (1, 1))
+    with rt.db.read() as s:
+        assert s.execute(select(Message.turn_id).where(Message.session_id == session_id)).scalar_one() == turn.id
+
+
+def test_the_transcript_read_in_a_transaction_holds_the_messages_it_appended(rt: Runtime) -> None:
+    session_id = new_session(rt)
+    append(rt, session_id, held=True, tag="before")
+    with rt.transaction() as db:
+        lock_session(db, session_id)
+        add_message(db, session_id, None, "user", content="now")
+
+        read = [(m.seq, m.content) for m in load_messages(db, session_id)]
+
+        add_message(db, session_id, None, "assistant", content="after the read")
+
+    assert read == [(1, "before a"), (2, "before b"), (3, "now")]
+    assert seqs(rt.db, session_id) == ([1, 2], [1, 2, 3, 4], (2, 4))
+
+
+def test_a_held_session_that_changed_keeps_its_change_and_its_counters(rt: Runtime) -> None:
+    session_id = new_session(rt)
+    with rt.transaction() as db:
+        session = lock_session(db, session_id)
+        append_in(db, rt, session_id, tag="x")
+        session.status = "active"  # written by the commit's flush, the counters with it
+
+    assert seqs(rt.db, session_id) == ([1, 2], [1, 2], (2, 2))
+    with rt.db.read() as s:
+        assert s.get_one(Session, session_id).status == "active"
