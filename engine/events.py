@@ -84,6 +84,16 @@ def held(db: DbSession, session_id: str) -> Session | None:
     return cast(Session | None, db.info.get(HELD, {}).get(session_id))
 
 
+def committed_message_seq(db: DbSession, session_id: str) -> int | None:
+    """The seq of the session's last transcript message as committed when this transaction locked its row
+    (no writer can append one while the lock is held); None unless the transaction holds the session and has
+    numbered none of its messages yet."""
+    session = held(db, session_id)
+    if session is None or session_id in db.info.get(COUNTED, {}):
+        return None
+    return session.message_seq
+
+
 @event.listens_for(DbSession, "before_commit")
 def _send(db: DbSession) -> None:
     """Number the transaction's messages and events, flush, then insert them and write the counters of the

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
-from .events import insert_messages
+from .events import committed_message_seq, insert_messages
 from .tables import Message, Turn
 
 # built once (see turns.py)
@@ -18,8 +18,12 @@ _MESSAGES = select(Message).where(Message.session_id == bindparam("session")).or
 
 def steered_since(db: DbSession, turn: Turn, seen: int) -> bool:
     """Did the turn's person send a message while the model was thinking? Then the model reads it first.
-    A steer is committed by another transaction, so this one's pending changes need no flush first (they
-    go out with the next, in fewer statements)."""
+    When the transaction holds the session, its counter answers for the usual case, no message since `seen`,
+    without a statement. A steer is committed by another transaction, so this one's pending changes need no
+    flush first (they go out with the next, in fewer statements)."""
+    last = committed_message_seq(db, turn.session_id)
+    if last is not None and last <= seen:
+        return False
     with db.no_autoflush:
         return db.execute(_STEER, {"session": turn.session_id, "seen": seen}).first() is not None
 

@@ -333,7 +333,7 @@ def test_a_park_and_resume_cycle_stays_within_its_statement_budget(tmp_path: Pat
         stack.answer(request["requestId"], "approve")
 
         assert len(commits) == 4  # store+judge+settle, claim+start the call, its result, the model's answer
-        assert len(statements) <= 40
+        assert len(statements) <= 39
         assert stack.turn(sid)["status"] == "completed"
     finally:
         stack.close()

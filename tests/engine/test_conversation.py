@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from engine.conversation import cancel_turn, receive_responses
+from engine.conversation import cancel_turn, post_message, receive_responses
 from engine.protocol import InputResponse, api_key_principal
 from engine.recovery import sweep
+from engine.sessions import open_session
 from tests.conftest import Stack
-from tests.support.agent import MAX_STEPS, read_ledger, script
+from tests.support.agent import MAX_STEPS, read_ledger, script, steered, thinking
 
 COLORS = ("ask_question", {"question": "Which color?", "options": [
     {"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}, {"label": "Green"}]})
@@ -90,7 +91,6 @@ def test_two_open_questions_and_a_typed_reply_answers_only_the_first(stack: Stac
 
 def test_nobody_to_ask_means_unavailable(stack: Stack) -> None:
     from engine.protocol import APP_PRINCIPAL
-    from engine.sessions import open_session
 
     opened = open_session(stack.rt, APP_PRINCIPAL, message=script([COLORS]))
     stack.settle()
@@ -191,7 +191,6 @@ def test_queue_policy_with_a_held_approval_still_steers(stack: Stack) -> None:
 
 def start_running(stack: Stack, seconds: float = 1.5) -> str:
     """A turn whose tool is still running when the test goes on."""
-    from engine.sessions import open_session
 
     from .test_recovery import started, wait_for
 
@@ -215,6 +214,23 @@ def test_steering_a_running_turn_makes_the_model_read_the_message_next(stack: St
     [turn] = stack.history(sid)["turns"]
     assert turn["status"] == "completed"
     assert turn["result"] == "noted: use the express option"
+
+
+def test_a_steer_sent_while_the_model_answers_is_read_before_the_turn_ends(stack: Stack) -> None:
+    from .test_recovery import wait_for
+
+    opened = open_session(stack.rt, api_key_principal("alice"), message=script(final="first answer", think=True))
+    wait_for(thinking, what="the model to start its answer")
+    posted = post_message(stack.rt, opened.session_id, api_key_principal("alice"), "use the express option", "steer")
+    steered()
+    stack.settle()
+
+    assert posted.effect == "steered"
+    [turn] = stack.history(opened.session_id)["turns"]
+    assert turn["status"] == "completed"
+    assert turn["result"] == "noted: use the express option"  # the answer that missed the steer was not the end
+    assert [m for m in stack.events(opened.session_id) if m["type"] == "assistant.message"][0]["data"] == {
+        "text": "first answer"}
 
 
 def test_a_message_from_someone_else_waits_for_the_turn_to_end(stack: Stack) -> None:
@@ -285,7 +301,6 @@ def test_cancel_a_waiting_turn(stack: Stack) -> None:
 
 
 def test_cancel_during_a_running_tool(stack: Stack) -> None:
-    from engine.sessions import open_session
 
     from .test_recovery import started, wait_for
 

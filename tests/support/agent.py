@@ -62,12 +62,31 @@ def read_ledger() -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done") -> str:
-    """The user message that makes the test model play `steps`, then answer `final`."""
+def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done", think: bool = False) -> str:
+    """The user message that makes the test model play `steps`, then answer `final`; with `think`, the model
+    takes until the test says it steered (`thinking`, `steered`) to answer it."""
     return json.dumps({
         "steps": [[{"name": name, "input": data} for name, data in step] for step in steps],
-        "final": final,
+        "final": final, "think": think,
     })
+
+
+def thinking() -> bool:
+    """Whether the model of a `think` script is working on its final answer."""
+    return any(e["tool"] == "model" and e.get("phase") == "thinking" for e in read_ledger())
+
+
+def steered() -> None:
+    """Let the model of a `think` script answer: the test has sent its steer."""
+    record("model", None, phase="steered")
+
+
+def wait_until_steered(timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(e["tool"] == "model" and e.get("phase") == "steered" for e in read_ledger()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never steered")
+        time.sleep(0.02)
 
 
 def play(messages: list[dict[str, Any]]) -> ModelReply:
@@ -83,6 +102,9 @@ def play(messages: list[dict[str, Any]]) -> ModelReply:
             text=f"step {done + 1}",
             tool_calls=[ToolCallRequest(c["name"], c["input"]) for c in plan["steps"][done]],
         )
+    if plan.get("think"):
+        record("model", None, phase="thinking")
+        wait_until_steered()
     results = [m["content"] for m in messages[start:] if m["role"] == "tool"]
     return ModelReply(text=" | ".join([plan["final"], *results]))
 
