@@ -29,7 +29,7 @@ from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
-from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
+from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests, write_turn
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -343,7 +343,7 @@ class Driver:
         now = self.rt.now()
         # on the connection: no early flush (the step's rows go out with the turn's state, in one flush)
         db.connection().execute(_RUN_INTERRUPTED, {"run": self.run_id, "now": now})
-        turn.status, turn.lease_until, turn.updated_at = "waiting", None, now
+        write_turn(db, turn, status="waiting", lease_until=None, updated_at=now)
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True
 

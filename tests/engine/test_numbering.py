@@ -1,6 +1,7 @@
 """Events and messages are numbered densely per session, whoever appends them: a transaction that holds the
 session row (it counts in Python and writes the counters once, at commit) or one that does not (an UPDATE
-reserves its seqs), across flushes, and from several threads at once."""
+reserves its seqs), across flushes, and from several threads at once. A turn's moves are written on its
+table too, unless the turn has changes of its own waiting for the flush."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine.db import Database
@@ -18,7 +19,7 @@ from engine.runtime import Runtime
 from engine.storage import new_id
 from engine.tables import Event, Message, Session, Turn
 from engine.transcript import load_messages
-from engine.turns import lock_session
+from engine.turns import lock_session, lock_turn, write_turn
 from tests.conftest import make_stack
 
 WRITERS, TRANSACTIONS = 4, 10
@@ -164,3 +165,57 @@ def test_a_held_session_that_changed_keeps_its_change_and_its_counters(rt: Runti
     assert seqs(rt.db, session_id) == ([1, 2], [1, 2], (2, 2))
     with rt.db.read() as s:
         assert s.get_one(Session, session_id).status == "active"
+
+
+def new_turn(rt: Runtime, session_id: str) -> str:
+    with rt.transaction() as db:
+        turn = Turn(id=new_id("turn"), session_id=session_id, seq=1, input="hello")
+        db.add(turn)
+        return turn.id
+
+
+def turn_row(db: DbSession, turn_id: str) -> tuple[str, int]:
+    """The turn's status and steps as its row holds them, not as the transaction's object does."""
+    with db.no_autoflush:
+        row = db.execute(select(Turn.status, Turn.steps).where(Turn.id == turn_id)).one()
+    return row[0], row[1]
+
+
+def test_a_turn_with_nothing_to_flush_is_moved_on_its_table_at_once(rt: Runtime) -> None:
+    turn_id = new_turn(rt, new_session(rt))
+    with rt.transaction() as db:
+        turn = lock_turn(db, turn_id)
+
+        write_turn(db, turn, status="running", steps=1)
+
+        assert turn_row(db, turn_id) == ("running", 1)
+        assert (turn.status, turn.steps) == ("running", 1)
+        assert not db.dirty  # nothing is left for a flush
+
+    with rt.db.read() as s:
+        assert turn_row(s, turn_id) == ("running", 1)
+
+
+def test_a_turn_with_a_change_of_its_own_gets_the_move_with_it_in_one_update(rt: Runtime) -> None:
+    turn_id = new_turn(rt, new_session(rt))
+    updates: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.startswith("UPDATE turns"):
+            updates.append(statement)
+
+    event.listen(rt.db.engine, "before_cursor_execute", count)
+    try:
+        with rt.transaction() as db:
+            turn = lock_turn(db, turn_id)
+            turn.steps += 1
+
+            write_turn(db, turn, status="waiting")
+
+            assert turn_row(db, turn_id) == ("queued", 0)  # both wait for the flush
+    finally:
+        event.remove(rt.db.engine, "before_cursor_execute", count)
+
+    assert len(updates) == 1
+    with rt.db.read() as s:
+        assert turn_row(s, turn_id) == ("waiting", 1)
