@@ -42,8 +42,9 @@ _RESUMING_RUN = insert(Run).values(
 )
 _END_RUN = update(Run).where(Run.id == bindparam("run"), Run.status.in_(["running", "resuming"])) \
     .values(status=bindparam("run_status"), ended_at=bindparam("now"), error=bindparam("error"))
-_NEXT_QUEUED_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status == "queued") \
-    .order_by(Turn.seq).limit(1)
+_NEXT_QUEUED_TURN = select(Turn).where(
+    Turn.session_id == bindparam("session"), Turn.seq > bindparam("after"), Turn.status == "queued"
+).order_by(Turn.seq).limit(1)
 _FIRST_RUN = insert(Run).values(seq=1, status="running")
 _TURNS = cast(Table, Turn.__table__)
 _WRITE_TURN = update(_TURNS).where(_TURNS.c.id == bindparam("turn_key"))
@@ -166,13 +167,17 @@ def end_turn(
         emit(db, turn.session_id, "turn.failed", {"error": error}, turn_id=turn.id, at=now)
     else:
         emit(db, turn.session_id, "turn.cancelled", {}, turn_id=turn.id, at=now)
-    start_next_turn(rt, db, turn.session_id)
+    start_next_turn(rt, db, turn)
 
 
-def start_next_turn(rt: Runtime, db: DbSession, session_id: str) -> None:
-    """Enqueue the session's oldest queued turn, or mark the session idle and say so."""
+def start_next_turn(rt: Runtime, db: DbSession, ended: Turn) -> None:
+    """Enqueue the oldest turn queued after `ended` (the session's earliest active turn until now), or mark
+    the session idle and say so. The read flushes nothing: the only turn the transaction changed is the one
+    that ended, and the query passes over it by its seq (its change goes out with the session's)."""
+    session_id = ended.session_id
     session = db.get_one(Session, session_id)
-    next_turn = db.execute(_NEXT_QUEUED_TURN, {"session": session_id}).scalar_one_or_none()
+    with db.no_autoflush:
+        next_turn = db.execute(_NEXT_QUEUED_TURN, {"session": session_id, "after": ended.seq}).scalar_one_or_none()
     if next_turn is not None:
         session.status = "active"
         rt.enqueue(db, "run_turn", next_turn.id)

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from engine.conversation import cancel_turn, post_message, receive_responses
+from engine.db import Database
 from engine.protocol import InputResponse, api_key_principal
+from engine.queries import events_after, session_history
 from engine.recovery import sweep
+from engine.runtime import Runtime
 from engine.sessions import open_session
 from tests.conftest import Stack
+from tests.engine.test_outbox import Dropped
 from tests.support.agent import MAX_STEPS, read_ledger, script, steered, thinking
+from tests.support.agent import agent as test_agent
 
 COLORS = ("ask_question", {"question": "Which color?", "options": [
     {"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}, {"label": "Green"}]})
@@ -320,6 +326,25 @@ def test_cancel_during_a_running_tool(stack: Stack) -> None:
     assert [r["status"] for r in results] == ["cancelled"]
     assert stack.turn(sid)["status"] == "cancelled"
     assert [e["tool"] for e in read_ledger() if e.get("phase") != "end"] == ["slow_sync"]
+
+
+def test_cancelling_a_turn_that_never_started_leaves_the_session_idle(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'cancel.db'}")
+    db.upgrade()
+    executor = Dropped()  # the turn's job is lost: it stays queued
+    rt = Runtime(db, test_agent, executor)
+    try:
+        opened = open_session(rt, api_key_principal("alice"), message="hello")
+
+        cancel_turn(rt, opened.session_id, api_key_principal("alice"))
+
+        assert [job for job, _ in executor.pushed] == ["run_turn"]  # the open's push; nothing for the cancelled turn
+        assert [e["type"] for e in events_after(rt, opened.session_id)][-2:] == ["turn.cancelled", "session.waiting"]
+        history = session_history(rt, opened.session_id)
+        assert history["status"] == "idle"
+        assert [t["status"] for t in history["turns"]] == ["cancelled"]
+    finally:
+        db.dispose()
 
 
 def test_nothing_to_cancel_is_a_conflict(stack: Stack) -> None:
