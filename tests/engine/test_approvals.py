@@ -7,7 +7,10 @@ from pathlib import Path
 
 from sqlalchemy import event
 
+from engine.db import Database
+from engine.tables import Turn
 from tests.conftest import Stack, sqlite_settings
+from tests.engine.test_outbox import clicked
 from tests.support.agent import read_ledger, script
 
 
@@ -337,3 +340,28 @@ def test_a_park_and_resume_cycle_stays_within_its_statement_budget(tmp_path: Pat
         assert stack.turn(sid)["status"] == "completed"
     finally:
         stack.close()
+
+
+
+def test_a_clicks_job_stays_within_its_statement_budget(tmp_path: Path) -> None:
+    """What a channel click costs the database in its job (the bench's answer-to-completion path follows
+    it): the answer stored, judged and settled, then the resumed turn run to its end in the same job."""
+    db = Database(f"sqlite:///{tmp_path / 'click.db'}")
+    db.upgrade()
+    try:
+        rt, dropped, [turn_id] = clicked(db, "ch_1")
+        statements: list[str] = []
+        commits: list[object] = []
+        event.listen(db.engine, "before_cursor_execute",
+                     lambda _c, _cur, statement, *_: statements.append(statement))
+        event.listen(db.engine, "commit", commits.append)
+
+        dropped.run(rt, "process_inbound")
+
+        # the item read; store+judge+settle; claim+start the call; its result; the model's answer
+        assert len(commits) == 5
+        assert len(statements) <= 43  # (SQLite's BEGINs included)
+        with db.read() as session:
+            assert session.get_one(Turn, turn_id).status == "completed"
+    finally:
+        db.dispose()
