@@ -19,6 +19,7 @@ The workers do not sweep here: a sweep would push the held jobs early (scenario 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from datetime import datetime
 from typing import Any
@@ -34,7 +35,7 @@ from engine.storage import pack_id, unpack_id
 from .config import Bench
 from .measure import engine_bytes, wait_turns
 from .seed import REQUESTER
-from .stack import Deployment, Target, harness_runtime, rq_executor, truncate_engine_tables
+from .stack import Deployment, Target, cpu_seconds, harness_runtime, rq_executor, truncate_engine_tables
 
 WORKER_CLASSES = ("fork", "simple")
 NO_SWEEP = 24 * 3600.0
@@ -59,7 +60,8 @@ def run(bench: Bench) -> dict[str, Any]:
         try:
             for count in (1, 2):
                 deployment.start_workers(count - len(deployment.workers), worker_class)
-                runs[f"{worker_class}_{count}"] = cycle_run(bench.target, n, count, timeout=60 + n)
+                runs[f"{worker_class}_{count}"] = cycle_run(bench.target, n, count, timeout=60 + n,
+                                                            workers=deployment.worker_pids())
         finally:
             deployment.close()
     best = max(WORKER_CLASSES, key=lambda c: runs[f"{c}_2"]["cycles_per_s"])
@@ -88,8 +90,10 @@ def client(target: Target, count: int, barrier: Any) -> None:
         answering.db.dispose()
 
 
-def cycle_run(target: Target, n: int, clients: int, timeout: float) -> dict[str, Any]:
-    """Park n turns, settle their n approvals, resume them to completion; each phase timed on its own."""
+def cycle_run(target: Target, n: int, clients: int, timeout: float, workers: list[int]) -> dict[str, Any]:
+    """Park n turns, settle their n approvals, resume them to completion; each phase timed on its own, and
+    the CPU each role's processes spent over the three (the clients, exited by then, read before they are
+    reaped; `harness`: this process, pushing the resume jobs and watching the turns)."""
     truncate_engine_tables(target)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(clients + 1)
@@ -100,7 +104,10 @@ def cycle_run(target: Target, n: int, clients: int, timeout: float) -> dict[str,
     rt = harness_runtime(target, rq_executor(target))
     try:
         empty = engine_bytes(target)
+        roles = {"workers": workers, "clients": [p.pid for p in processes if p.pid is not None],
+                 "harness": [os.getpid()]}
         barrier.wait(BARRIER_SECONDS)
+        cpu_before = cpu_seconds(roles)
         started = time.perf_counter()
         wait_turns(target, "waiting", n, timeout)
         park = time.perf_counter() - started
@@ -116,6 +123,7 @@ def cycle_run(target: Target, n: int, clients: int, timeout: float) -> dict[str,
         rt.push(rows)
         wait_turns(target, "completed", n, timeout)
         resume = time.perf_counter() - started
+        cpu_after = cpu_seconds(roles)
     finally:
         rt.db.dispose()
         for process in processes:
@@ -128,4 +136,5 @@ def cycle_run(target: Target, n: int, clients: int, timeout: float) -> dict[str,
         "park_per_s": round(n / park, 1), "settle_per_s": round(n / settle, 1), "resume_per_s": round(n / resume, 1),
         "cycles_per_s": round(n / (park + settle + resume), 1),
         "bytes_per_parked_turn": round(parked_bytes / n),
+        "cpu_ms_per_cycle": {role: round((cpu_after[role] - cpu_before[role]) / n * 1000, 1) for role in cpu_after},
     }

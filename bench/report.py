@@ -96,6 +96,10 @@ def figures(results: dict[str, Any]) -> list[tuple[str, Any]]:
     for name, run in (dig(results, "cycles", "runs") or {}).items():
         rows.append((f"cycles/s, {name.replace('_', ' worker class, ')} worker(s) (park/s, settle/s, resume/s)",
                      f"{run['cycles_per_s']} ({run['park_per_s']}, {run['settle_per_s']}, {run['resume_per_s']})"))
+        cpu = run.get("cpu_ms_per_cycle")
+        if cpu:
+            rows.append((f"CPU ms per cycle, {name.replace('_', ' worker class, ')} worker(s) "
+                         f"({', '.join(cpu)})", ", ".join(str(ms) for ms in cpu.values())))
     for name, run in (dig(results, "langgraph", "runs") or {}).items():
         rows.append((f"LangGraph cycles/s, {name.replace('processes_', '')} process(es) (park/s, resume/s)",
                      f"{run['cycles_per_s']} ({run['park_per_s']}, {run['resume_per_s']})"))

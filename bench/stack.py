@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,13 +113,34 @@ def rss_kib(pid: int) -> int:
     raise LookupError(f"no VmRSS for pid {pid}")
 
 
-def child_pids(pid: int) -> list[int]:
-    found = []
+def _stats() -> Iterator[tuple[int, str, list[str]]]:
+    """Every process's pid, command name and the fields of /proc/<pid>/stat after the name."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-    return sorted(found)
+        with contextlib.suppress(OSError, ValueError):
+            text = stat.read_text()
+            name, fields = text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()
+            yield int(stat.parent.name), name, fields
+
+
+def child_pids(pid: int) -> list[int]:
+    return sorted(found for found, _, fields in _stats() if int(fields[1]) == pid)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SERVERS = {"postgres": "postgres", "redis": "redis-server"}
+"""Roles whose CPU is read by command name: the servers on this machine."""
+
+
+def cpu_seconds(roles: dict[str, list[int]]) -> dict[str, float]:
+    """CPU time (user + system) spent so far by each role's processes, and by PostgreSQL's and Redis's
+    processes on this machine, counting their children that have exited (a closed connection's backend)."""
+    spent = dict.fromkeys([*roles, *SERVERS], 0.0)
+    role_of = {pid: role for role, pids in roles.items() for pid in pids}
+    for pid, name, fields in _stats():
+        role = role_of.get(pid) or next((r for r, command in SERVERS.items() if name.startswith(command)), None)
+        if role is not None:
+            spent[role] += sum(int(f) for f in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
+    return spent
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:

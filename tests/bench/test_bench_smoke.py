@@ -53,6 +53,8 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
     assert all(ratios[key] is None for key in NEEDS_LANGGRAPH)  # LangGraph did not run
     for run in results["cycles"]["runs"].values():
         assert all(is_number(run[k]) for k in ("park_per_s", "settle_per_s", "resume_per_s", "cycles_per_s"))
+        assert set(run["cpu_ms_per_cycle"]) == {"workers", "clients", "harness", "postgres", "redis"}
+        assert run["cpu_ms_per_cycle"]["workers"] > 0  # the workers' processes were found and read
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
     assert all(level["errors"] == 0 for level in results["scale"]["levels"].values())
