@@ -132,8 +132,9 @@ SERVERS = {"postgres": "postgres", "redis": "redis-server"}
 
 
 def cpu_seconds(roles: dict[str, list[int]]) -> dict[str, float]:
-    """CPU time (user + system) spent so far by each role's processes, and by PostgreSQL's and Redis's
-    processes on this machine, counting their children that have exited (a closed connection's backend)."""
+    """CPU time (user + system) spent so far by each role's processes and by PostgreSQL's and Redis's processes
+    on this machine; a process's children that have exited count with it (a fork worker's work horses, a
+    closed connection's backend)."""
     spent = dict.fromkeys([*roles, *SERVERS], 0.0)
     role_of = {pid: role for role, pids in roles.items() for pid in pids}
     for pid, name, fields in _stats():

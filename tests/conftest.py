@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import select, text
+from sqlalchemy import Engine, event, select, text
 
 from engine.conversation import Posted, post_message
 from engine.executors import InlineExecutor
@@ -284,6 +284,21 @@ def make_stack(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **over
         yield built
     finally:
         built.close()
+
+
+@contextlib.contextmanager
+def recorded(engine: Engine, what: str) -> Iterator[list[Any]]:
+    """The engine's `before_cursor_execute` statements, or its `commit`s, while the block runs."""
+    seen: list[Any] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2] if what == "before_cursor_execute" else args[0])
+
+    event.listen(engine, what, record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, what, record)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -9,7 +9,7 @@ from sqlalchemy import event
 
 from engine.db import Database
 from engine.tables import Turn
-from tests.conftest import Stack, sqlite_settings
+from tests.conftest import Stack, recorded, sqlite_settings
 from tests.engine.test_outbox import clicked
 from tests.support.agent import read_ledger, script
 
@@ -320,27 +320,22 @@ def test_a_park_and_resume_cycle_stays_within_its_statement_budget(tmp_path: Pat
     session, the run that parks, then the answer and the run that ends the turn. A change that adds a
     statement or a commit to this path shows here first."""
     stack = Stack("sqlite", sqlite_settings(tmp_path))
-    statements: list[str] = []
-    commits: list[object] = []
-    event.listen(stack.rt.db.engine, "before_cursor_execute",
-                 lambda _c, _cur, statement, *_: statements.append(statement))
-    event.listen(stack.rt.db.engine, "commit", commits.append)
+    engine = stack.rt.db.engine
     try:
-        sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits:
+            sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
         assert len(statements) <= 22  # (SQLite's BEGINs included)
         assert len(commits) == 3
         [request] = stack.pending(sid)
-        statements.clear()
-        commits.clear()
 
-        stack.answer(request["requestId"], "approve")
+        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits:
+            stack.answer(request["requestId"], "approve")
 
         assert len(commits) == 4  # store+judge+settle, claim+start the call, its result, the model's answer
         assert len(statements) <= 39
         assert stack.turn(sid)["status"] == "completed"
     finally:
         stack.close()
-
 
 
 def test_a_clicks_job_stays_within_its_statement_budget(tmp_path: Path) -> None:
@@ -350,13 +345,9 @@ def test_a_clicks_job_stays_within_its_statement_budget(tmp_path: Path) -> None:
     db.upgrade()
     try:
         rt, dropped, [turn_id] = clicked(db, "ch_1")
-        statements: list[str] = []
-        commits: list[object] = []
-        event.listen(db.engine, "before_cursor_execute",
-                     lambda _c, _cur, statement, *_: statements.append(statement))
-        event.listen(db.engine, "commit", commits.append)
 
-        dropped.run(rt, "process_inbound")
+        with recorded(db.engine, "before_cursor_execute") as statements, recorded(db.engine, "commit") as commits:
+            dropped.run(rt, "process_inbound")
 
         # the item read; store+judge+settle; claim+start the call; its result; the model's answer
         assert len(commits) == 5

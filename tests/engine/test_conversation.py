@@ -17,7 +17,7 @@ from engine.runtime import Runtime
 from engine.sessions import open_session
 from tests.conftest import Stack
 from tests.engine.test_outbox import Dropped
-from tests.support.agent import MAX_STEPS, read_ledger, script, steered, thinking
+from tests.support.agent import MAX_STEPS, read_ledger, script, started, steered, thinking, wait_for
 from tests.support.agent import agent as test_agent
 
 COLORS = ("ask_question", {"question": "Which color?", "options": [
@@ -197,9 +197,6 @@ def test_queue_policy_with_a_held_approval_still_steers(stack: Stack) -> None:
 
 def start_running(stack: Stack, seconds: float = 1.5) -> str:
     """A turn whose tool is still running when the test goes on."""
-
-    from .test_recovery import started, wait_for
-
     opened = open_session(stack.rt, api_key_principal("alice"), message=script([("slow_sync", {"seconds": seconds})]))
     wait_for(started("slow_sync"), what="the tool to start")
     return opened.session_id
@@ -223,8 +220,6 @@ def test_steering_a_running_turn_makes_the_model_read_the_message_next(stack: St
 
 
 def test_a_steer_sent_while_the_model_answers_is_read_before_the_turn_ends(stack: Stack) -> None:
-    from .test_recovery import wait_for
-
     opened = open_session(stack.rt, api_key_principal("alice"), message=script(final="first answer", think=True))
     wait_for(thinking, what="the model to start its answer")
     posted = post_message(stack.rt, opened.session_id, api_key_principal("alice"), "use the express option", "steer")
@@ -307,9 +302,6 @@ def test_cancel_a_waiting_turn(stack: Stack) -> None:
 
 
 def test_cancel_during_a_running_tool(stack: Stack) -> None:
-
-    from .test_recovery import started, wait_for
-
     opened = open_session(stack.rt, api_key_principal("alice"),
                           message=script([("slow_sync", {"seconds": 3})], [("lookup", {"order_id": "after"})]))
     wait_for(started("slow_sync"), what="the tool to start")
@@ -433,8 +425,6 @@ def test_an_expired_approval_counts_as_denied_and_a_late_answer_is_stale(stack: 
 
 def test_the_embedded_server_sweeps_by_itself(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.conftest import sqlite_settings
-
-    from .test_recovery import wait_for
 
     stack = Stack("sqlite", sqlite_settings(tmp_path, sweep_seconds=0.2))
     try:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from engine.delivery import claim, deliver, release
 from engine.protocol import api_key_principal
 from engine.recovery import sweep
 from engine.sessions import open_session
 from engine.tables import Event, Session
-from tests.conftest import Stack, sqlite_settings
+from tests.conftest import Stack, recorded, sqlite_settings
 from tests.support.agent import script
 from tests.support.fake_channel import RecordingChannel
 
@@ -29,21 +27,6 @@ def channel_stack(tmp_path: Path) -> Iterator[tuple[Stack, RecordingChannel]]:
     stack.rt.channels["fake"] = channel
     yield stack, channel
     stack.close()
-
-
-@contextlib.contextmanager
-def recorded(stack: Stack, what: str) -> Iterator[list[Any]]:
-    """The engine's `before_cursor_execute` statements, or its `commit`s, while the block runs."""
-    seen: list[Any] = []
-
-    def record(*args: Any) -> None:
-        seen.append(args[2] if what == "before_cursor_execute" else args[0])
-
-    event.listen(stack.rt.db.engine, what, record)
-    try:
-        yield seen
-    finally:
-        event.remove(stack.rt.db.engine, what, record)
 
 
 def answered_away(stack: Stack, channel: RecordingChannel, sid: str, *request_ids: str) -> None:
@@ -135,7 +118,7 @@ def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
     sid = start(stack)
     first, second = stack.pending(sid)
     answered_away(stack, channel, sid, first["requestId"])
-    with recorded(stack, "commit") as commits:
+    with recorded(stack.rt.db.engine, "commit") as commits:
         deliver(stack.rt, sid)
 
     assert [c for c in channel.calls if c[0] == "settle"] == [("settle", first["requestId"], "approved", "ref-2")]
@@ -150,7 +133,7 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
     stack, channel = channel_stack
     sid = start(stack)
     first, second = stack.pending(sid)
-    with recorded(stack, "before_cursor_execute") as statements:
+    with recorded(stack.rt.db.engine, "before_cursor_execute") as statements:
         stack.answer(first["requestId"], "approve")
         stack.answer(second["requestId"], "approve")
         stack.settle()
@@ -170,7 +153,7 @@ def test_a_delivery_with_nothing_past_the_cursor_only_clears_its_flag(
     posted = list(channel.calls)
     with stack.rt.transaction() as db:
         db.get_one(Session, sid).delivery_queued = True
-    with recorded(stack, "before_cursor_execute") as statements:
+    with recorded(stack.rt.db.engine, "before_cursor_execute") as statements:
         deliver(stack.rt, sid)
 
     updates = [s for s in statements if not s.startswith("BEGIN")]  # the claim's, then the flag's alone
@@ -189,7 +172,7 @@ def test_a_delivery_takes_its_lease_and_reads_its_session_in_one_statement(
     sid = start(stack)
     first, _ = stack.pending(sid)
     answered_away(stack, channel, sid, first["requestId"])
-    with recorded(stack, "before_cursor_execute") as statements:
+    with recorded(stack.rt.db.engine, "before_cursor_execute") as statements:
         pending = claim(stack.rt, sid)
     assert pending is not None and pending.events
     assert [s.split()[0] for s in statements if not s.startswith("BEGIN")][:2] == ["UPDATE", "SELECT"]
@@ -237,7 +220,7 @@ def test_card_edits_are_recorded_with_the_next_post_they_precede(
     stack, channel = channel_stack
     channel.settle_edits = settle_edits
     sid = answered_offline(stack, channel)
-    with recorded(stack, "commit") as commits:
+    with recorded(stack.rt.db.engine, "commit") as commits:
         deliver(stack.rt, sid)
 
     assert [c[0] for c in channel.calls[-3:]] == ["settle", "settle", "say"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from engine.db import Database
@@ -20,7 +20,7 @@ from engine.storage import new_id
 from engine.tables import Event, Message, Session, Turn
 from engine.transcript import load_messages
 from engine.turns import lock_session, lock_turn, write_turn
-from tests.conftest import make_stack
+from tests.conftest import make_stack, recorded
 
 WRITERS, TRANSACTIONS = 4, 10
 
@@ -198,24 +198,15 @@ def test_a_turn_with_nothing_to_flush_is_moved_on_its_table_at_once(rt: Runtime)
 
 def test_a_turn_with_a_change_of_its_own_gets_the_move_with_it_in_one_update(rt: Runtime) -> None:
     turn_id = new_turn(rt, new_session(rt))
-    updates: list[str] = []
+    with recorded(rt.db.engine, "before_cursor_execute") as statements, rt.transaction() as db:
+        turn = lock_turn(db, turn_id)
+        turn.steps += 1
 
-    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if statement.startswith("UPDATE turns"):
-            updates.append(statement)
+        write_turn(db, turn, status="waiting")
 
-    event.listen(rt.db.engine, "before_cursor_execute", count)
-    try:
-        with rt.transaction() as db:
-            turn = lock_turn(db, turn_id)
-            turn.steps += 1
+        assert turn_row(db, turn_id) == ("queued", 0)  # both wait for the flush
 
-            write_turn(db, turn, status="waiting")
-
-            assert turn_row(db, turn_id) == ("queued", 0)  # both wait for the flush
-    finally:
-        event.remove(rt.db.engine, "before_cursor_execute", count)
-
+    updates = [s for s in statements if s.startswith("UPDATE turns")]
     assert len(updates) == 1
     with rt.db.read() as s:
         assert turn_row(s, turn_id) == ("waiting", 1)

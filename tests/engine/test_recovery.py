@@ -26,22 +26,9 @@ from tests.conftest import (
     truncate_all,
     worker_env,
 )
-from tests.support.agent import read_ledger, script
+from tests.support.agent import read_ledger, script, started, wait_for
 
 LEASE = 3
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def started(tool: str) -> Callable[[], bool]:
-    return lambda: any(e["tool"] == tool and e.get("phase") == "start" for e in read_ledger())
 
 
 def free_port() -> int:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,22 +72,31 @@ def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done", think:
     })
 
 
-def thinking() -> bool:
-    """Whether the model of a `think` script is working on its final answer."""
-    return any(e["tool"] == "model" and e.get("phase") == "thinking" for e in read_ledger())
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def logged(tool: str, phase: str) -> Callable[[], bool]:
+    """Whether the ledger holds `phase` of `tool` yet."""
+    return lambda: any(e["tool"] == tool and e.get("phase") == phase for e in read_ledger())
+
+
+def started(tool: str) -> Callable[[], bool]:
+    return logged(tool, "start")
+
+
+thinking = logged("model", "thinking")
+"""Whether the model of a `think` script is working on its final answer."""
 
 
 def steered() -> None:
     """Let the model of a `think` script answer: the test has sent its steer."""
     record("model", None, phase="steered")
-
-
-def wait_until_steered(timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(e["tool"] == "model" and e.get("phase") == "steered" for e in read_ledger()):
-        if time.monotonic() > deadline:
-            raise TimeoutError("the test never steered")
-        time.sleep(0.02)
 
 
 def play(messages: list[dict[str, Any]]) -> ModelReply:
@@ -104,7 +114,7 @@ def play(messages: list[dict[str, Any]]) -> ModelReply:
         )
     if plan.get("think"):
         record("model", None, phase="thinking")
-        wait_until_steered()
+        wait_for(logged("model", "steered"), 30.0, "the test to steer")
     results = [m["content"] for m in messages[start:] if m["role"] == "tool"]
     return ModelReply(text=" | ".join([plan["final"], *results]))
 
