@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
+from .db import write_row
 from .decisions import decide
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
@@ -29,7 +30,7 @@ from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
 from .tools import DONE, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
-from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests, write_turn
+from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class Driver:
     def record_tool(self, db: DbSession, turn: Turn, done: ToolDone) -> None:
         call = db.get_one(ToolCall, done.call_id)
         if done.parked:
-            call.status, call.updated_at = "awaiting_input", self.rt.now()
+            write_row(db, call, status="awaiting_input", updated_at=self.rt.now())
         else:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
                         done.error)
@@ -303,8 +304,8 @@ class Driver:
             emit(db, turn.session_id, "action.called",
                  {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
                  at=self.rt.now())
-        call.status, call.attempts, call.run_id = "running", call.attempts + 1, self.run_id
-        call.updated_at = self.rt.now()
+        write_row(db, call, status="running", attempts=call.attempts + 1, run_id=self.run_id,
+                  updated_at=self.rt.now())
         return RunTool(call.call_id, self.agent.tools[call.tool], dict(call.input), call.input_hash,
                        self.tool_context(db, turn, call))
 
@@ -343,7 +344,7 @@ class Driver:
         now = self.rt.now()
         # on the connection: no early flush (the step's rows go out with the turn's state, in one flush)
         db.connection().execute(_RUN_INTERRUPTED, {"run": self.run_id, "now": now})
-        write_turn(db, turn, status="waiting", lease_until=None, updated_at=now)
+        write_row(db, turn, status="waiting", lease_until=None, updated_at=now)
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True
 

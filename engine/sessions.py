@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import InvalidInput
@@ -13,6 +14,10 @@ from .runtime import Runtime
 from .storage import new_id
 from .tables import Session, Turn
 from .turns import ACTIVE_TURN
+
+_INSERT_SESSION = insert(cast(Table, Session.__table__))
+_INSERT_TURN = insert(cast(Table, Turn.__table__))
+"""Built once (see turns.py); their parameters are named after their columns."""
 
 
 @dataclass(frozen=True)
@@ -25,34 +30,43 @@ def open_session(
     rt: Runtime, initiator: Principal | None, *, channel: str = "api", address: str | None = None,
     message: str | None = None,
 ) -> Opened:
-    """Create a session; a message starts its first turn."""
+    """Create a session; a message starts its first turn. Its rows go out as INSERTs of their own: nothing in
+    the transaction reads them back, so no object of theirs goes through the unit of work."""
+    opened = Opened(new_id("ses"), None if message is None else new_id("turn"))
+    now = rt.now()
     with rt.transaction() as db:
-        session = Session(id=new_id("ses"), agent=rt.agent.name, channel=channel, address=address or "",
-                          initiator=initiator.wire() if initiator else None, status="idle",
-                          created_at=rt.now(), updated_at=rt.now())
-        db.add(session)
-        turn_id = queue_turn(rt, db, session, initiator, message, first=True) if message is not None else None
-        return Opened(session.id, turn_id)
+        db.connection().execute(_INSERT_SESSION, {
+            "id": opened.session_id, "agent": rt.agent.name, "channel": channel, "address": address or "",
+            "initiator": initiator.wire() if initiator else None,
+            "status": "idle" if opened.turn_id is None else "active", "created_at": now, "updated_at": now,
+        })
+        if message is not None and opened.turn_id is not None:
+            insert_turn(rt, db, opened.session_id, opened.turn_id, 1, initiator, message)
+            rt.enqueue(db, "run_turn", opened.turn_id)
+    return opened
 
 
-def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str, *,
-               first: bool = False) -> str:
-    """A new turn for `text`: enqueued now when the session has no active turn, else it waits its turn.
-    `first`: the session is new in this transaction (it has no turn yet)."""
+def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str) -> str:
+    """A new turn for `text`: enqueued now when the session has no active turn, else it waits its turn."""
+    seq = db.execute(select(func.coalesce(func.max(Turn.seq), 0)).where(Turn.session_id == session.id)).scalar_one()
+    busy = db.execute(
+        select(Turn.id).where(Turn.session_id == session.id, Turn.status.in_(ACTIVE_TURN)).limit(1)
+    ).first()
+    turn_id = new_id("turn")
+    insert_turn(rt, db, session.id, turn_id, seq + 1, principal, text)
+    if busy is None:
+        session.status = "active"
+        rt.enqueue(db, "run_turn", turn_id)
+    return turn_id
+
+
+def insert_turn(rt: Runtime, db: DbSession, session_id: str, turn_id: str, seq: int, principal: Principal | None,
+                text: str) -> None:
+    """Write a queued turn's row (InvalidInput when `text` has nothing to say)."""
     text = text.replace("\x00", "")  # PostgreSQL text cannot hold NUL
     if not text.strip():
         raise InvalidInput("a message needs some text")
-    seq, busy = 0, None
-    if not first:
-        seq = db.execute(
-            select(func.coalesce(func.max(Turn.seq), 0)).where(Turn.session_id == session.id)).scalar_one()
-        busy = db.execute(
-            select(Turn.id).where(Turn.session_id == session.id, Turn.status.in_(ACTIVE_TURN)).limit(1)
-        ).first()
-    turn = Turn(id=new_id("turn"), session_id=session.id, seq=seq + 1, status="queued", input=text,
-                requested_by=principal.wire() if principal else None, created_at=rt.now(), updated_at=rt.now())
-    db.add(turn)
-    if busy is None:
-        session.status = "active"
-        rt.enqueue(db, "run_turn", turn.id)
-    return turn.id
+    db.connection().execute(_INSERT_TURN, {
+        "id": turn_id, "session_id": session_id, "seq": seq, "status": "queued", "input": text,
+        "requested_by": principal.wire() if principal else None, "created_at": rt.now(), "updated_at": rt.now(),
+    })

@@ -8,7 +8,7 @@ from sqlalchemy import bindparam, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from .db import changed
+from .db import changed, write_row
 from .events import emit
 from .protocol import Principal
 from .runtime import Runtime
@@ -61,7 +61,7 @@ def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Pr
     """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note."""
     call = db.get_one(ToolCall, request.call_id)
     if request.outcome == "approved" and responder is not None:
-        call.status, call.responder, call.updated_at = "approved", responder.wire(), rt.now()
+        write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now())
         tool = rt.agent.tools.get(call.tool)
         if tool is not None:
             db.add(ApprovalGrant(session_id=request.session_id, approval_key=tool.approval_key,

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Agent
+from .db import write_row
 from .events import add_message, emit
 from .runtime import Runtime
 from .tables import ToolCall
@@ -22,12 +23,12 @@ def input_hash(data: dict[str, Any]) -> str:
 
 def finish_call(
     rt: Runtime, db: DbSession, call: ToolCall, session_id: str, status: str, output: Any,
-    error: dict[str, Any] | None,
+    error: dict[str, Any] | None, *, call_status: str | None = None,
 ) -> None:
-    """Record a call's result: its status, an action.result event, and the tool message the model reads."""
-    call.status = status
-    call.result = {"status": status, "output": output, "error": error}
-    call.updated_at = rt.now()
+    """Record a call's result: its status, an action.result event, and the tool message the model reads.
+    `call_status`: the call's own status where it is not its result's (a call that did not run)."""
+    write_row(db, call, status=call_status or status, result={"status": status, "output": output, "error": error},
+              updated_at=rt.now())
     data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
     if error:
         data["error"] = error
@@ -41,9 +42,7 @@ def reject_call(
 ) -> None:
     """A call that will not run: `not_run`, an action.result (`rejected` or `cancelled`), a denial the model reads."""
     error = {"code": "TOOL_EXECUTION_DENIED", "message": note}
-    finish_call(rt, db, call, session_id, status, None, error)
-    call.status = "not_run"
-    call.result = {"status": status, "output": None, "error": error}
+    finish_call(rt, db, call, session_id, status, None, error, call_status="not_run")
 
 
 def reject_unusable(rt: Runtime, db: DbSession, agent: Agent, call: ToolCall, session_id: str) -> None:

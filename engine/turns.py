@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, func, insert, inspect, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session as DbSession
-from sqlalchemy.orm.attributes import set_committed_value
 
+from .db import write_row
 from .errors import NotFound
 from .events import add_message, emit, emit_received, held, hold
 from .requests import opened_in
@@ -46,9 +46,6 @@ _NEXT_QUEUED_TURN = select(Turn).where(
     Turn.session_id == bindparam("session"), Turn.seq > bindparam("after"), Turn.status == "queued"
 ).order_by(Turn.seq).limit(1)
 _FIRST_RUN = insert(Run).values(seq=1, status="running")
-_TURNS = cast(Table, Turn.__table__)
-_WRITE_TURN = update(_TURNS).where(_TURNS.c.id == bindparam("turn_key"))
-"""Sets the columns its parameters name (SQLAlchemy compiles one form per set of columns, once)."""
 _RESUMED_RUN_RUNNING = update(Run).where(Run.turn_id == bindparam("turn"), Run.status == "resuming") \
     .values(status="running", started_at=bindparam("now")).returning(Run.id)
 
@@ -106,19 +103,6 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     return locked[1]
 
 
-def write_turn(db: DbSession, turn: Turn, **values: Any) -> None:
-    """Move a locked turn on: set `values` on it. A turn with no change of its own waiting for a flush gets
-    them by one UPDATE on its table now, which costs less than taking it through the unit of work; else they
-    go out with its other changes, in one UPDATE at the next flush."""
-    if inspect(turn).modified:
-        for key, value in values.items():
-            setattr(turn, key, value)
-        return
-    db.connection().execute(_WRITE_TURN, {"turn_key": turn.id, **values})
-    for key, value in values.items():
-        set_committed_value(turn, key, value)
-
-
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
     """An earlier turn of the same session that has not ended: `turn` must wait for it."""
     return db.execute(_BLOCKING_TURN, {"session": turn.session_id, "seq": turn.seq}).scalar_one_or_none()
@@ -145,7 +129,7 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
     if turn.status != "waiting" or pending_requests(db, turn.id):
         return False
     db.connection().execute(_RESUMING_RUN, {"turn": turn.id, "now": rt.now()})  # numbered inside its INSERT
-    write_turn(db, turn, status="queued", updated_at=rt.now())
+    write_row(db, turn, status="queued", updated_at=rt.now())
     rt.enqueue(db, "run_turn", turn.id)
     return True
 
@@ -157,7 +141,7 @@ def end_turn(
     """Close the turn and its run `run_id` if still active (an interrupted run stays as it was), then start
     the session's next queued turn or report it idle."""
     now = rt.now()
-    write_turn(db, turn, status=status, result=result, error=error, lease_until=None, updated_at=now)
+    write_row(db, turn, status=status, result=result, error=error, lease_until=None, updated_at=now)
     if run_id is not None:
         run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
         db.connection().execute(_END_RUN, {"run": run_id, "run_status": run_status, "now": now, "error": error})
@@ -209,6 +193,6 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
         principal = turn.requested_by
         add_message(db, turn.session_id, turn_id, "user", content=turn.input, principal=principal)
         emit_received(db, turn.session_id, turn_id, turn.input, principal, now)
-    write_turn(db, turn, **moved)
+    write_row(db, turn, **moved)
     emit(db, turn.session_id, "turn.started", {"runId": run_id}, turn_id=turn_id, at=now)
     return turn, run_id

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, event, select, text
+from sqlalchemy.orm import Session as DbSession
 
 from engine.conversation import Posted, post_message
 from engine.executors import InlineExecutor
@@ -287,18 +288,19 @@ def make_stack(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **over
 
 
 @contextlib.contextmanager
-def recorded(engine: Engine, what: str) -> Iterator[list[Any]]:
-    """The engine's `before_cursor_execute` statements, or its `commit`s, while the block runs."""
+def recorded(target: Engine | type[DbSession], what: str) -> Iterator[list[Any]]:
+    """While the block runs: an engine's `before_cursor_execute` statements or its `commit`s, or the ORM
+    sessions' `after_flush`es (target: the Session class)."""
     seen: list[Any] = []
 
     def record(*args: Any) -> None:
         seen.append(args[2] if what == "before_cursor_execute" else args[0])
 
-    event.listen(engine, what, record)
+    event.listen(target, what, record)
     try:
         yield seen
     finally:
-        event.remove(engine, what, record)
+        event.remove(target, what, record)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from sqlalchemy import event
+from sqlalchemy.orm import Session as DbSession
 
 from engine.db import Database
 from engine.tables import Turn
@@ -322,17 +323,21 @@ def test_a_park_and_resume_cycle_stays_within_its_statement_budget(tmp_path: Pat
     stack = Stack("sqlite", sqlite_settings(tmp_path))
     engine = stack.rt.db.engine
     try:
-        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits:
+        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits, \
+                recorded(DbSession, "after_flush") as flushes:
             sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
         assert len(statements) <= 22  # (SQLite's BEGINs included)
         assert len(commits) == 3
+        assert len(flushes) == 1  # the model's step: the turn's count, its call and the approval
         [request] = stack.pending(sid)
 
-        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits:
+        with recorded(engine, "before_cursor_execute") as statements, recorded(engine, "commit") as commits, \
+                recorded(DbSession, "after_flush") as flushes:
             stack.answer(request["requestId"], "approve")
 
         assert len(commits) == 4  # store+judge+settle, claim+start the call, its result, the model's answer
         assert len(statements) <= 39
+        assert len(flushes) == 2  # the answer (its candidate and grant); the turn's end (with its session's)
         assert stack.turn(sid)["status"] == "completed"
     finally:
         stack.close()
@@ -346,12 +351,14 @@ def test_a_clicks_job_stays_within_its_statement_budget(tmp_path: Path) -> None:
     try:
         rt, dropped, [turn_id] = clicked(db, "ch_1")
 
-        with recorded(db.engine, "before_cursor_execute") as statements, recorded(db.engine, "commit") as commits:
+        with recorded(db.engine, "before_cursor_execute") as statements, recorded(db.engine, "commit") as commits, \
+                recorded(DbSession, "after_flush") as flushes:
             dropped.run(rt, "process_inbound")
 
         # the item read; store+judge+settle; claim+start the call; its result; the model's answer
         assert len(commits) == 5
         assert len(statements) <= 43  # (SQLite's BEGINs included)
+        assert len(flushes) == 2  # the answer (its candidate and grant); the turn's end (with its session's)
         with db.read() as session:
             assert session.get_one(Turn, turn_id).status == "completed"
     finally:

@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from engine.db import Database
+from engine.db import Database, write_row
 from engine.events import add_message, emit
 from engine.runtime import Runtime
 from engine.storage import new_id
 from engine.tables import Event, Message, Session, Turn
 from engine.transcript import load_messages
-from engine.turns import lock_session, lock_turn, write_turn
+from engine.turns import lock_session, lock_turn
 from tests.conftest import make_stack, recorded
 
 WRITERS, TRANSACTIONS = 4, 10
@@ -186,7 +186,7 @@ def test_a_turn_with_nothing_to_flush_is_moved_on_its_table_at_once(rt: Runtime)
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
 
-        write_turn(db, turn, status="running", steps=1)
+        write_row(db, turn, status="running", steps=1)
 
         assert turn_row(db, turn_id) == ("running", 1)
         assert (turn.status, turn.steps) == ("running", 1)
@@ -202,7 +202,7 @@ def test_a_turn_with_a_change_of_its_own_gets_the_move_with_it_in_one_update(rt:
         turn = lock_turn(db, turn_id)
         turn.steps += 1
 
-        write_turn(db, turn, status="waiting")
+        write_row(db, turn, status="waiting")
 
         assert turn_row(db, turn_id) == ("queued", 0)  # both wait for the flush
 
@@ -210,3 +210,16 @@ def test_a_turn_with_a_change_of_its_own_gets_the_move_with_it_in_one_update(rt:
     assert len(updates) == 1
     with rt.db.read() as s:
         assert turn_row(s, turn_id) == ("waiting", 1)
+
+
+def test_a_new_row_gets_the_values_with_its_insert(rt: Runtime) -> None:
+    session_id = new_session(rt)
+    with recorded(rt.db.engine, "before_cursor_execute") as statements, rt.transaction() as db:
+        turn = Turn(id=new_id("turn"), session_id=session_id, seq=1, input="hello")
+        db.add(turn)
+
+        write_row(db, turn, status="running", steps=2)
+
+    assert not [s for s in statements if s.startswith("UPDATE turns")]
+    with rt.db.read() as s:
+        assert turn_row(s, turn.id) == ("running", 2)
