@@ -14,6 +14,10 @@ which run the turns:
 * resume: this process pushes the outbox's jobs at once; the clock runs until the N turns are `completed`.
 
 The workers do not sweep here: a sweep would push the held jobs early (scenario 3 measures sweeping).
+
+Before them, the same cycle in this one process, each job run as soon as it is pushed: the engine's own CPU
+time per cycle, with no queue and no other process (steadier than rates on a shared machine: a change's
+effect shows here first), and the statements, commits and unit-of-work flushes a cycle takes.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from sqlalchemy import event
+from sqlalchemy.orm import Session as DbSession
 
+from engine.jobs import perform
 from engine.protocol import InputResponse
 from engine.responses import submit_responses
-from engine.runtime import Runtime
+from engine.runtime import OutboxRow, Runtime
 from engine.sessions import open_session
 from engine.storage import pack_id, unpack_id
 
@@ -52,8 +59,28 @@ class OutboxOnly:
         return None  # it cannot tell: the outbox sweep pushes after its interval
 
 
+class Synchronous:
+    """An executor that keeps what is pushed for this process to run, in order (`drain`)."""
+
+    def __init__(self) -> None:
+        self.rows: list[OutboxRow] = []
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        self.rows.append((outbox_id, job, args))
+
+    def waiting_since(self) -> datetime | None:
+        return None
+
+    def drain(self, runtime: Runtime) -> None:
+        while self.rows:
+            outbox_id, job, args = self.rows.pop(0)
+            perform(runtime, job, outbox_id, args)
+
+
 def run(bench: Bench) -> dict[str, Any]:
     n = bench.sizes.cycles
+    truncate_engine_tables(bench.target)
+    in_process = one_process(bench.target, n)
     runs: dict[str, Any] = {}
     for worker_class in WORKER_CLASSES:
         deployment = Deployment(bench.target, sweep_seconds=NO_SWEEP)
@@ -65,7 +92,51 @@ def run(bench: Bench) -> dict[str, Any]:
         finally:
             deployment.close()
     best = max(WORKER_CLASSES, key=lambda c: runs[f"{c}_2"]["cycles_per_s"])
-    return {"turns": n, "clients": "as many processes as workers", "runs": runs, "best_worker_class": best}
+    return {"turns": n, "clients": "as many processes as workers", "in_process": in_process, "runs": runs,
+            "best_worker_class": best}
+
+
+def one_process(target: Target, n: int) -> dict[str, Any]:
+    """n cycles in this process (after n // 4 to warm up): open a session, run its turn until it parks,
+    answer the approval, run the turn to its end; the engine's CPU time, statements, commits and flushes per
+    cycle (the CPU time includes the harness's lookup of each approval, one indexed SELECT)."""
+    executor = Synchronous()
+    rt = harness_runtime(target, executor)
+    seen = {"statements": 0, "commits": 0, "flushes": 0}
+
+    def count(what: str) -> Any:
+        def counted(*_: Any) -> None:
+            seen[what] += 1
+        return counted
+
+    def cycle(conn: psycopg.Connection[Any]) -> None:
+        session_id = open_session(rt, REQUESTER, message="go").session_id
+        executor.drain(rt)
+        row = conn.execute("SELECT request_id FROM input_requests WHERE session_id = %s AND status = 'pending'",
+                           (pack_id(session_id),)).fetchone()
+        assert row is not None, f"the turn of {session_id} did not park"
+        submit_responses(rt, REQUESTER, [InputResponse(request_id=unpack_id(row[0]), option_id="approve")])
+        executor.drain(rt)
+
+    listeners = [(rt.db.engine, "before_cursor_execute", count("statements")),
+                 (rt.db.engine, "commit", count("commits")), (DbSession, "after_flush", count("flushes"))]
+    try:
+        with psycopg.connect(target.conninfo, autocommit=True) as conn:  # the harness's reads: not counted
+            for _ in range(max(1, n // 4)):
+                cycle(conn)
+            for target_, name, listener in listeners:
+                event.listen(target_, name, listener)
+            started = time.process_time()
+            for _ in range(n):
+                cycle(conn)
+            cpu = time.process_time() - started
+    finally:
+        for target_, name, listener in listeners:
+            if event.contains(target_, name, listener):
+                event.remove(target_, name, listener)
+        rt.db.dispose()
+    return {"cycles": n, "cpu_ms_per_cycle": round(cpu / n * 1000, 2),
+            **{f"{what}_per_cycle": round(number / n, 1) for what, number in seen.items()}}
 
 
 def client(target: Target, count: int, barrier: Any) -> None:

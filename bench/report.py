@@ -93,6 +93,11 @@ def markdown(results: dict[str, Any]) -> str:
 def figures(results: dict[str, Any]) -> list[tuple[str, Any]]:
     """The headline numbers of each scenario that ran, as (name, value) rows."""
     rows: list[tuple[str, Any]] = []
+    alone = dig(results, "cycles", "in_process")
+    if alone:
+        rows.append(("engine CPU ms per cycle in one process, no queue (statements, commits, flushes per cycle)",
+                     f"{alone['cpu_ms_per_cycle']} ({alone['statements_per_cycle']}, {alone['commits_per_cycle']}, "
+                     f"{alone['flushes_per_cycle']})"))
     for name, run in (dig(results, "cycles", "runs") or {}).items():
         rows.append((f"cycles/s, {name.replace('_', ' worker class, ')} worker(s) (park/s, settle/s, resume/s)",
                      f"{run['cycles_per_s']} ({run['park_per_s']}, {run['settle_per_s']}, {run['resume_per_s']})"))
