@@ -223,3 +223,15 @@ def test_a_new_row_gets_the_values_with_its_insert(rt: Runtime) -> None:
     assert not [s for s in statements if s.startswith("UPDATE turns")]
     with rt.db.read() as s:
         assert turn_row(s, turn.id) == ("running", 2)
+
+
+def test_a_row_is_written_by_attribute_where_its_column_has_another_name(rt: Runtime) -> None:
+    session_id = new_session(rt)
+    with rt.transaction() as db:
+        session = lock_session(db, session_id)
+
+        write_row(db, session, stored_address="api:written:")  # the column is `address`
+
+        assert not db.dirty
+    with rt.db.read() as s:
+        assert s.get_one(Session, session_id).address == "api:written:"
