@@ -13,9 +13,9 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .decisions import session_info
@@ -33,8 +33,12 @@ from .turns import lock_turn, schedule_resume
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
-STORED = "hitl_stored_candidates"
-"""`db.info` key: the candidates this transaction stored, by id."""
+UNJUDGED = "hitl_unjudged_candidates"
+"""`db.info` key: the rows of the candidates this transaction judges before it inserts them, by id."""
+_CANDIDATES = cast(Table, ResponseCandidate.__table__)
+_INSERT_CANDIDATE = insert(_CANDIDATES)
+_JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
+"""Built once (see turns.py); their parameters are named after their columns."""
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
 """A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
@@ -183,29 +187,31 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
 
 def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
                     reason: str | None = None) -> None:
-    """Record the verdict: on the candidate this transaction stored (inserted with it, if not flushed yet),
-    else by an UPDATE."""
-    stored: ResponseCandidate | None = db.info.get(STORED, {}).get(candidate_id)
-    if stored is not None:
-        stored.judged_at, stored.outcome, stored.reason = rt.now(), outcome, reason
-        return
-    db.connection().execute(update(ResponseCandidate).where(ResponseCandidate.candidate_id == candidate_id)
-                            .values(judged_at=rt.now(), outcome=outcome, reason=reason))
+    """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
+    verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
+    row = db.info.get(UNJUDGED, {}).pop(candidate_id, None)
+    if row is not None:
+        db.connection().execute(_INSERT_CANDIDATE, {**row, **verdict})
+    else:
+        db.connection().execute(_JUDGE_CANDIDATE, {"candidate": candidate_id, **verdict})
 
 
 def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
                      judged_here: bool) -> tuple[str, ResponseContext, ResponsePolicy]:
     """Store the response as a pending candidate before any policy code runs: nothing can be lost. The policy
-    is judged in this transaction (`judged_here`) or after it commits."""
-    candidate = ResponseCandidate(candidate_id=new_id("cand"), request_id=checked.response.request_id,
-                                  responder=info.responder.wire(), decision=info.decision, text=info.text,
-                                  outcome="pending", created_at=rt.now())
-    db.add(candidate)
-    db.info.setdefault(STORED, {})[candidate.candidate_id] = candidate
+    is judged after this transaction commits, or in it (`judged_here`: `settle` then judges every candidate,
+    and the candidate's row is inserted with its verdict, in this transaction)."""
+    candidate_id = new_id("cand")
+    row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
+           "responder": info.responder.wire(), "decision": info.decision, "text": info.text, "outcome": "pending",
+           "reason": None, "created_at": rt.now(), "judged_at": None}
+    if judged_here:
+        db.info.setdefault(UNJUDGED, {})[candidate_id] = row
+    else:
+        db.connection().execute(_INSERT_CANDIDATE, row)
     request = checked.request
-    judged(rt, db, request, candidate.candidate_id, "pending", None, info.responder)
-    return candidate.candidate_id, policy_context(db, request, info, candidate.candidate_id, judged_here), \
-        response_policy_for(rt, checked)
+    judged(rt, db, request, candidate_id, "pending", None, info.responder)
+    return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
 
 
 def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,

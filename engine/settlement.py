@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Table, bindparam, insert, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -19,6 +19,7 @@ _CLOSE = update(InputRequest).where(InputRequest.request_id == bindparam("reques
     .values({column: bindparam(column) for column in ("status", "outcome", "response", "responder", "resolved_at")})
 """The compare-and-set that closes a request, built once (see turns.py); its values are named after their
 columns."""
+_INSERT_GRANT = insert(cast(Table, ApprovalGrant.__table__))
 
 REJECTION_NOTES = {
     "ignored": "Ignored: the person sent a new message instead of answering",
@@ -64,8 +65,9 @@ def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Pr
         write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now())
         tool = rt.agent.tools.get(call.tool)
         if tool is not None:
-            db.add(ApprovalGrant(session_id=request.session_id, approval_key=tool.approval_key,
-                                 granted_by=responder.wire(), request_id=request.request_id, created_at=rt.now()))
+            db.connection().execute(_INSERT_GRANT, {
+                "session_id": request.session_id, "approval_key": tool.approval_key, "granted_by": responder.wire(),
+                "request_id": request.request_id, "created_at": rt.now()})
         return
     if request.outcome == "denied" and responder is not None:
         note = (request.response or {}).get("text")

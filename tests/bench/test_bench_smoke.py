@@ -54,7 +54,7 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
     alone = results["cycles"]["in_process"]
     assert alone["cpu_ms_per_cycle"] > 0
     assert alone["commits_per_cycle"] == 7  # open; claim, park; answer; claim, the call's result, the end
-    assert alone["flushes_per_cycle"] == 3 and alone["statements_per_cycle"] > 0
+    assert alone["flushes_per_cycle"] == 2 and alone["statements_per_cycle"] > 0
     for run in results["cycles"]["runs"].values():
         assert all(is_number(run[k]) for k in ("park_per_s", "settle_per_s", "resume_per_s", "cycles_per_s"))
         assert set(run["cpu_ms_per_cycle"]) == {"workers", "clients", "harness", "postgres", "redis"}
