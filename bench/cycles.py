@@ -16,8 +16,9 @@ which run the turns:
 The workers do not sweep here: a sweep would push the held jobs early (scenario 3 measures sweeping).
 
 Before them, the same cycle in this one process, each job run as soon as it is pushed: the engine's own CPU
-time per cycle, with no queue and no other process (steadier than rates on a shared machine: a change's
-effect shows here first), and the statements, commits and unit-of-work flushes a cycle takes.
+time per cycle, with no queue and no other process in it (where a change to the engine shows; it moves with
+the machine too, so two trees are compared side by side), and the statements, commits and unit-of-work
+flushes a cycle takes.
 """
 
 from __future__ import annotations
