@@ -15,7 +15,7 @@ which run the turns:
 
 The workers do not sweep here: a sweep would push the held jobs early (scenario 3 measures sweeping).
 
-Before them, the same cycle in this one process, each job run as soon as it is pushed: the engine's own CPU
+Before them, the same cycle in this one process, its jobs run by the embedded executor: the engine's own CPU
 time per cycle, with no queue and no other process in it (where a change to the engine shows; it moves with
 the machine too, so two trees are compared side by side), and the statements, commits and unit-of-work
 flushes a cycle takes.
@@ -33,10 +33,10 @@ import psycopg
 from sqlalchemy import event
 from sqlalchemy.orm import Session as DbSession
 
-from engine.jobs import perform
+from engine.executors import InlineExecutor
 from engine.protocol import InputResponse
 from engine.responses import submit_responses
-from engine.runtime import OutboxRow, Runtime
+from engine.runtime import Runtime
 from engine.sessions import open_session
 from engine.storage import pack_id, unpack_id
 
@@ -58,24 +58,6 @@ class OutboxOnly:
 
     def waiting_since(self) -> datetime | None:
         return None  # it cannot tell: the outbox sweep pushes after its interval
-
-
-class Synchronous:
-    """An executor that keeps what is pushed for this process to run, in order (`drain`)."""
-
-    def __init__(self) -> None:
-        self.rows: list[OutboxRow] = []
-
-    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
-        self.rows.append((outbox_id, job, args))
-
-    def waiting_since(self) -> datetime | None:
-        return None
-
-    def drain(self, runtime: Runtime) -> None:
-        while self.rows:
-            outbox_id, job, args = self.rows.pop(0)
-            perform(runtime, job, outbox_id, args)
 
 
 def run(bench: Bench) -> dict[str, Any]:
@@ -101,7 +83,7 @@ def one_process(target: Target, n: int) -> dict[str, Any]:
     """n cycles in this process (after n // 4 to warm up): open a session, run its turn until it parks,
     answer the approval, run the turn to its end; the engine's CPU time, statements, commits and flushes per
     cycle (the CPU time includes the harness's lookup of each approval, one indexed SELECT)."""
-    executor = Synchronous()
+    executor = InlineExecutor(workers=1)  # the embedded default's executor, one job at a time
     rt = harness_runtime(target, executor)
     seen = {"statements": 0, "commits": 0, "flushes": 0}
 
@@ -112,12 +94,12 @@ def one_process(target: Target, n: int) -> dict[str, Any]:
 
     def cycle(conn: psycopg.Connection[Any]) -> None:
         session_id = open_session(rt, REQUESTER, message="go").session_id
-        executor.drain(rt)
+        executor.join()
         row = conn.execute("SELECT request_id FROM input_requests WHERE session_id = %s AND status = 'pending'",
                            (pack_id(session_id),)).fetchone()
         assert row is not None, f"the turn of {session_id} did not park"
         submit_responses(rt, REQUESTER, [InputResponse(request_id=unpack_id(row[0]), option_id="approve")])
-        executor.drain(rt)
+        executor.join()
 
     listeners = [(rt.db.engine, "before_cursor_execute", count("statements")),
                  (rt.db.engine, "commit", count("commits")), (DbSession, "after_flush", count("flushes"))]
@@ -135,6 +117,7 @@ def one_process(target: Target, n: int) -> dict[str, Any]:
         for target_, name, listener in listeners:
             if event.contains(target_, name, listener):
                 event.remove(target_, name, listener)
+        executor.shutdown()
         rt.db.dispose()
     return {"cycles": n, "cpu_ms_per_cycle": round(cpu / n * 1000, 2),
             **{f"{what}_per_cycle": round(number / n, 1) for what, number in seen.items()}}

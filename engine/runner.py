@@ -133,12 +133,9 @@ class Driver:
     def fenced(self, db: DbSession) -> Turn:
         """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
         locked = lock_turn_run(db, self.turn_id)
-        if locked is None:
+        if locked is None or locked[1].status != "running" or locked[2] != self.run_id:
             raise LeaseLost(self.turn_id)
-        _, turn, latest_run = locked
-        if turn.status != "running" or latest_run != self.run_id:
-            raise LeaseLost(self.turn_id)
-        return turn
+        return locked[1]
 
     def drive(self) -> None:
         """Claim the turn and take its first step in one transaction, then one transaction per step."""

@@ -32,18 +32,19 @@ def open_session(
 ) -> Opened:
     """Create a session; a message starts its first turn. Its rows go out as INSERTs of their own: nothing in
     the transaction reads them back, so no object of theirs goes through the unit of work."""
-    opened = Opened(new_id("ses"), None if message is None else new_id("turn"))
-    now = rt.now()
+    session_id, now = new_id("ses"), rt.now()
     with rt.transaction() as db:
         db.connection().execute(_INSERT_SESSION, {
-            "id": opened.session_id, "agent": rt.agent.name, "channel": channel, "address": address or "",
-            "initiator": initiator.wire() if initiator else None,
-            "status": "idle" if opened.turn_id is None else "active", "created_at": now, "updated_at": now,
+            "id": session_id, "agent": rt.agent.name, "channel": channel, "address": address or "",
+            "initiator": initiator.wire() if initiator else None, "status": "idle" if message is None else "active",
+            "created_at": now, "updated_at": now,
         })
-        if message is not None and opened.turn_id is not None:
-            insert_turn(rt, db, opened.session_id, opened.turn_id, 1, initiator, message)
-            rt.enqueue(db, "run_turn", opened.turn_id)
-    return opened
+        if message is None:
+            return Opened(session_id, None)
+        turn_id = new_id("turn")
+        insert_turn(rt, db, session_id, turn_id, 1, initiator, message)
+        rt.enqueue(db, "run_turn", turn_id)
+    return Opened(session_id, turn_id)
 
 
 def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principal | None, text: str) -> str:
