@@ -20,6 +20,7 @@ from . import slack
 from .config import Bench
 from .measure import HttpRequest, completed_at, open_loop, summary
 from .seed import Cloner, Parked, park_template
+from .stack import cpu_ms_per, cpu_seconds
 
 
 def approve(parked: Parked) -> HttpRequest:
@@ -37,10 +38,14 @@ def run(bench: Bench) -> dict[str, Any]:
         template, build = park_template(bench.target), approve
     counts = {rate: max(1, int(rate * sizes.rate_seconds)) for rate in sizes.rates}
     pool = Cloner(bench.target, template).clone(sum(counts.values()))
+    roles = {"web": deployment.web_pids(), "workers": deployment.worker_pids()}
     rates: dict[str, Any] = {}
     for rate, n in counts.items():
         batch, pool = pool[:n], pool[n:]
-        sent = open_loop(deployment.port, [build(p) for p in batch], rate)
+        requests = [build(p) for p in batch]
+        before = cpu_seconds(roles)
+        sent = open_loop(deployment.port, requests, rate)
         completed = completed_at(bench.target, batch, sizes.drain_seconds)
-        rates[str(rate)] = summary(sent, completed, batch, gave_up=time.time())
+        rates[str(rate)] = {**summary(sent, completed, batch, gave_up=time.time()),
+                            "cpu_ms_per_click": cpu_ms_per(before, cpu_seconds(roles), n)}
     return {"click": bench.click, "seconds_per_rate": sizes.rate_seconds, "rates": rates}

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import answer, cost, cycles, floor, peer, report, scale
 from .config import FULL, QUICK, Bench, Sizes
-from .stack import ROOT, Target, drop_database, migrate, recreate_database
+from .stack import ROOT, Target, drop_database, migrated_database
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"
@@ -89,8 +89,7 @@ def prepare(args: argparse.Namespace) -> Bench:
     logs = args.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     server = os.environ.get("HITL_BENCH_DATABASE_URL", DEFAULT_DATABASE_URL)
-    url = recreate_database(server, args.db_name)
-    migrate(url)
+    url = migrated_database(server, args.db_name)
     target = Target(url, os.environ.get("HITL_BENCH_REDIS_URL", DEFAULT_REDIS_URL),
                     f"hitl-bench-{uuid.uuid4().hex[:8]}", logs)
     return Bench(target, server, sizes(args), args.workers,

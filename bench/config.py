@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from sqlalchemy.engine import make_url
+
 from . import slack
-from .stack import Deployment, Process, Target, truncate_engine_tables
+from .stack import Deployment, Process, Target, drop_database, migrated_database, truncate_engine_tables
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,29 @@ class Bench:
                 self._fake_slack, self.slack_api_url = slack.start_fake(self.target)
                 extra = slack.env(self.slack_api_url)
             self._deployment = Deployment(self.target, self.sizes.sweep_seconds, extra)
-            self._deployment.start_web()
-            self._deployment.start_workers(self.workers, self.worker_class)
+            self._start(self._deployment)
         return self._deployment
+
+    def _start(self, deployment: Deployment) -> None:
+        deployment.start_web()
+        deployment.start_workers(self.workers, self.worker_class)
+
+    @contextmanager
+    def control(self) -> Iterator[Deployment]:
+        """A second deployment of the same shape (gunicorn, the same workers; no Slack) on a database and queue
+        of its own, started afresh; stopped, and its database dropped, on exit."""
+        name = f"{make_url(self.target.database_url).database}_control"
+        logs = self.target.logs / "control"
+        logs.mkdir(exist_ok=True)
+        target = Target(migrated_database(self.server_url, name), self.target.redis_url,
+                        f"{self.target.queue}-control", logs)
+        deployment = Deployment(target, self.sizes.sweep_seconds)
+        try:
+            self._start(deployment)
+            yield deployment
+        finally:
+            deployment.close()
+            drop_database(self.server_url, name)
 
     def fresh_deployment(self) -> Deployment:
         """The deployment, with no job left over from an earlier scenario, on empty tables."""

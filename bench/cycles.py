@@ -43,7 +43,7 @@ from engine.storage import pack_id, unpack_id
 from .config import Bench
 from .measure import engine_bytes, wait_turns
 from .seed import REQUESTER
-from .stack import Deployment, Target, cpu_seconds, harness_runtime, rq_executor, truncate_engine_tables
+from .stack import Deployment, Target, cpu_ms_per, cpu_seconds, harness_runtime, rq_executor, truncate_engine_tables
 
 WORKER_CLASSES = ("fork", "simple")
 NO_SWEEP = 24 * 3600.0
@@ -191,5 +191,5 @@ def cycle_run(target: Target, n: int, clients: int, timeout: float, workers: lis
         "park_per_s": round(n / park, 1), "settle_per_s": round(n / settle, 1), "resume_per_s": round(n / resume, 1),
         "cycles_per_s": round(n / (park + settle + resume), 1),
         "bytes_per_parked_turn": round(parked_bytes / n),
-        "cpu_ms_per_cycle": {role: round((cpu_after[role] - cpu_before[role]) / n * 1000, 1) for role in cpu_after},
+        "cpu_ms_per_cycle": cpu_ms_per(cpu_before, cpu_after, n),
     }

@@ -69,10 +69,13 @@ def drop_database(base: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def migrate(url: str) -> None:
+def migrated_database(base: str, name: str) -> str:
+    """Database `name`, dropped and created afresh on the server of `base`, migrated; returns its URL."""
+    url = recreate_database(base, name)
     db = Database(url)
     db.upgrade()
     db.dispose()
+    return url
 
 
 def truncate_engine_tables(target: Target, attempts: int = 5) -> None:
@@ -142,6 +145,11 @@ def cpu_seconds(roles: dict[str, list[int]]) -> dict[str, float]:
         if role is not None:
             spent[role] += sum(int(f) for f in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
     return spent
+
+
+def cpu_ms_per(before: dict[str, float], after: dict[str, float], count: int) -> dict[str, float]:
+    """Each role's CPU milliseconds per item between two `cpu_seconds` readings."""
+    return {role: round((after[role] - before[role]) / count * 1000, 1) for role in after}
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:

@@ -61,7 +61,12 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
         assert run["cpu_ms_per_cycle"]["workers"] > 0  # the workers' processes were found and read
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
-    assert all(level["errors"] == 0 for level in results["scale"]["levels"].values())
+        assert set(rate["cpu_ms_per_click"]) == {"web", "workers", "postgres", "redis"}
+    # the gunicorn workers were found and read (over every rate: a few clicks may take less than a clock tick)
+    assert sum(rate["cpu_ms_per_click"]["web"] * rate["sent"] for rate in results["answer"]["rates"].values()) > 0
+    for level in results["scale"]["levels"].values():  # the control deployment answered alongside each level
+        assert level["errors"] == level["control"]["errors"] == 0
+    assert results["scale"]["control_parked"] == min(map(int, results["scale"]["levels"]))
     assert is_number(results["cost"]["bytes_per_parked_turn"])
     assert is_number(results["floor"]["latency"]["click_to_done_ms"]["p99"])
 
