@@ -7,11 +7,12 @@ API return; they only describe those documents (the OpenAPI contract), they do n
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
 
@@ -19,6 +20,19 @@ MAX_QUERY_INT = 2**31 - 1
 """The largest integer a query parameter (`limit`, `after`) takes: every database stores it."""
 
 Text = Annotated[str, Field(min_length=1)]
+
+
+class _NullHidden:
+    """`X | None` validated as pydantic's nullable X, so an error names the field (not `field.none` beside
+    `field.<X's tag>`, as for a union), and shown as X alone in the JSON Schema."""
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return handler(schema["schema"] if schema["type"] == "nullable" else schema)
+
+
+T = TypeVar("T")
+Omittable = Annotated[T | None, _NullHidden()]
+"""A field a client may leave out (or send as `null`): with `omitted()` as its default."""
 
 
 def omitted(description: str | None = None, **field: Any) -> Any:
@@ -33,10 +47,10 @@ def omitted(description: str | None = None, **field: Any) -> Any:
 class NewSession(StrictWireModel):
     """POST /api/sessions: a message starts the first turn."""
 
-    message: Text | SkipJsonSchema[None] = omitted()
-    channel: Annotated[str, Field(min_length=1, max_length=32)] | SkipJsonSchema[None] = omitted(
+    message: Omittable[Text] = omitted()
+    channel: Omittable[Annotated[str, Field(min_length=1, max_length=32)]] = omitted(
         "a configured channel (slack, twilio, github) whose place receives this session's requests")
-    address: dict[str, Any] | SkipJsonSchema[None] = omitted(
+    address: Omittable[dict[str, Any]] = omitted(
         "where in the channel, e.g. Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
 
     @model_validator(mode="after")
@@ -54,11 +68,11 @@ class SessionInput(StrictWireModel):
         json_schema_extra={"oneOf": [{"required": ["message"]}, {"required": ["inputResponses"]}]},
     )
 
-    message: Text | SkipJsonSchema[None] = omitted()
-    turn_policy: Literal["steer", "queue"] | SkipJsonSchema[None] = omitted(
+    message: Omittable[Text] = omitted()
+    turn_policy: Omittable[Literal["steer", "queue"]] = omitted(
         "with a message: `steer` (default) lets the turn's own person redirect the running turn; `queue` waits "
         "for it to end (unless an approval is held)")
-    input_responses: Annotated[list[InputResponse], Field(min_length=1)] | SkipJsonSchema[None] = omitted()
+    input_responses: Omittable[Annotated[list[InputResponse], Field(min_length=1)]] = omitted()
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SessionInput:
@@ -78,20 +92,20 @@ class SessionsQuery(WireModel):
 
 class EventsQuery(WireModel):
     after: QueryInt = Field(0, description="only events with a greater `seq`")
-    access_token: str | SkipJsonSchema[None] = omitted(
+    access_token: Omittable[str] = omitted(
         "event streams only: an API key, for EventSource clients", alias="access_token"
     )
 
 
 class EventsHeaders(WireModel):
-    last_event_id: Annotated[str, Field(pattern=r"^[0-9]+$")] | SkipJsonSchema[None] = omitted(
+    last_event_id: Omittable[Annotated[str, Field(pattern=r"^[0-9]+$")]] = omitted(
         "event streams only: the last `seq` a reconnecting client has (wins over `after`)", alias="Last-Event-ID"
     )
 
 
 class RequestsQuery(WireModel):
-    status: Literal["pending", "resolved"] | SkipJsonSchema[None] = omitted()
-    session_id: str | SkipJsonSchema[None] = omitted("only this session's requests")
+    status: Omittable[Literal["pending", "resolved"]] = omitted()
+    session_id: Omittable[str] = omitted("only this session's requests")
 
 
 # -- responses -----------------------------------------------------------------------------------------

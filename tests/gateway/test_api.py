@@ -138,8 +138,8 @@ def test_a_bad_new_session_body_is_a_400_and_creates_nothing(
         response = client.post("/api/sessions", json=body)
 
     error = expect_error(response, 400, code)
-    if field is not None:
-        assert field in [d["field"].split(".")[0] for d in error["details"]]
+    if field is not None:  # the field alone, as the client sent it
+        assert [d["field"] for d in error["details"]] == [field]
     assert client.get("/api/sessions").get_json()["sessions"] == []
 
 
@@ -220,6 +220,26 @@ def test_a_refused_input_response_is_reported_and_the_request_stays_open(sqlite_
     sqlite_stack.settle()
     assert pending_ids(bob, session_id) == [request_id]
     assert ran("refund") == []
+
+
+@pytest.mark.parametrize(("body", "details"), [
+    ({"inputResponses": [{"requestId": 5, "optionId": "approve"}]},
+     [{"field": "inputResponses.0.requestId", "problem": "Input should be a valid string"}]),
+    ({"message": "hi", "turnPolicy": "later"},
+     [{"field": "turnPolicy", "problem": "Input should be 'steer' or 'queue'"}]),
+    ({"inputResponses": []},
+     [{"field": "inputResponses", "problem": "List should have at least 1 item after validation, not 0"}]),
+])
+def test_a_body_error_names_the_field_as_sent(sqlite_stack: Stack, body: dict[str, Any],
+                                              details: list[dict[str, str]]) -> None:
+    """Not the branches of an optional field's type (`inputResponses.list[InputResponse].0.requestId` beside
+    `inputResponses.none`)."""
+    client = sqlite_stack.client("alice")
+    session_id, _ = parked(sqlite_stack, client)
+
+    response = client.post(f"/api/sessions/{session_id}/input", json=body)
+
+    assert expect_error(response, 400, "invalid_body")["details"] == details
 
 
 @pytest.mark.parametrize("body", [
