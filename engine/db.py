@@ -77,6 +77,21 @@ class Database:
 
         command.upgrade(self.alembic_config(), revision)
 
+    def missing_migrations(self) -> list[str]:
+        """The migrations of this code the database has not run, newest first: empty when it is at this
+        code's head, or past it (a migration of a newer version, as in a rollback)."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+        from alembic.script.revision import ResolutionError
+
+        script = ScriptDirectory.from_config(self.alembic_config())
+        with self.engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+        try:
+            return [migration.revision for migration in script.iterate_revisions("heads", current or "base")]
+        except ResolutionError:  # a revision this code does not know: a newer version migrated it
+            return []
+
     def alembic_config(self) -> Any:
         from alembic.config import Config
 

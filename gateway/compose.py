@@ -40,6 +40,12 @@ def build_runtime(settings: Settings) -> Runtime:
     db = Database(settings.database_url)
     if db.is_sqlite:
         db.upgrade()  # embedded mode: an empty SQLite file gets its tables on first start
+    else:  # migrating a shared database is a release step of its own (the Procfile's `release`)
+        missing = db.missing_migrations()
+        if missing:
+            raise ConfigurationError(
+                f"the database at DATABASE_URL lacks {len(missing)} migration(s) of this version (up to "
+                f"{missing[0]}): run `hitl db upgrade` first (the Procfile's release command)")
     executor: Executor = (
         RQExecutor(settings.redis_url, settings.queue) if settings.redis_url
         else InlineExecutor(settings.inline_workers)

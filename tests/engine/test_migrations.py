@@ -58,6 +58,19 @@ def postgres_db() -> Iterator[Database]:
         admin.dispose()
 
 
+def test_missing_migrations_are_those_the_database_has_not_run(postgres_db: Database) -> None:
+    every = postgres_db.missing_migrations()
+    assert len(every) == len(list((MIGRATIONS / "versions").glob("0*.py"))) and every[-1] == "0001"
+
+    postgres_db.upgrade("0003")
+    assert postgres_db.missing_migrations() == every[:every.index("0003")]  # newest first
+    postgres_db.upgrade()
+    assert postgres_db.missing_migrations() == []
+    with postgres_db.engine.begin() as conn:  # a newer version migrated it (a rollback): nothing is missing
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_from_a_newer_version'"))
+    assert postgres_db.missing_migrations() == []
+
+
 def slack_stores(db: Database) -> list[MetaData]:
     """The tables of the Slack OAuth stores the gateway uses, as slack-sdk defines them (revision 0002)."""
     return [SQLAlchemyInstallationStore(client_id="any", engine=db.engine).metadata,

@@ -121,23 +121,46 @@ def test_db_upgrade_as_a_process_on_sqlite(tmp_path: Path) -> None:
     assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url)
 
 
-def test_db_upgrade_as_a_process_on_postgres() -> None:
+@pytest.fixture
+def empty_postgres() -> Iterator[tuple[str, str]]:
+    """A URL whose connections live in an empty throwaway schema of the test PostgreSQL, and the schema."""
     base = make_url(require_postgres())
     schema = f"test_cli_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:
-        url = base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
-
-        done = run_hitl("db", "upgrade", DATABASE_URL=url)
-
-        assert done.returncode == 0, done.stderr
-        assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url, schema)
+        yield base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False), schema
     finally:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+def test_db_upgrade_as_a_process_on_postgres(empty_postgres: tuple[str, str]) -> None:
+    url, schema = empty_postgres
+
+    done = run_hitl("db", "upgrade", DATABASE_URL=url)
+
+    assert done.returncode == 0, done.stderr
+    assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url, schema)
+
+
+def test_an_unmigrated_postgres_database_stops_the_gateway_naming_db_upgrade(empty_postgres: tuple[str, str]) -> None:
+    """PostgreSQL is migrated as a release step (SQLite, embedded, on start): a process started before it
+    says what to run, where it used to start and fail each request on a missing table."""
+    url, schema = empty_postgres
+
+    for argv in (["requests"], ["worker"]):
+        done = run_hitl(*argv, DATABASE_URL=url, REDIS_URL="redis://127.0.0.1:1/0")
+        assert done.returncode != 0, argv
+        assert "run `hitl db upgrade` first" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert table_names(url, schema) == set()  # nothing created behind the operator's back
+
+    assert run_hitl("db", "upgrade", DATABASE_URL=url).returncode == 0
+    done = run_hitl("requests", DATABASE_URL=url, REDIS_URL="")
+    assert done.returncode == 0, done.stderr
 
 
 # -- requests -----------------------------------------------------------------------------------------
