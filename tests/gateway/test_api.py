@@ -762,6 +762,23 @@ def test_healthz_is_503_when_redis_is_down(tmp_path: Path) -> None:
     assert body["checks"]["redis"].startswith("error")
 
 
+def test_a_web_process_starts_while_postgres_is_down_and_healthz_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """Its migrations cannot be checked then: it starts anyway (a platform's restarts, /healthz and the callers'
+    retries carry it until the database is back), and logs that it could not check."""
+    settings = Settings(database_url="postgresql://hitl@127.0.0.1:1/hitl", agent=TEST_AGENT, api_keys=API_KEYS)
+    started = time.monotonic()
+    app = create_app(settings)
+    try:
+        response = app.test_client().get("/healthz")
+    finally:
+        app.extensions["hitl"].db.dispose()
+
+    assert time.monotonic() - started < 10, "a dead PostgreSQL must not hang start-up or the health check"
+    assert "could not check the database's migrations" in caplog.text
+    assert response.status_code == 503
+    assert response.get_json()["checks"]["database"].startswith("error")
+
+
 # -- the demo agent, end to end -----------------------------------------------------------------------
 
 
