@@ -9,11 +9,11 @@ from engine.recovery import Sweeper
 
 from . import api, console, errors, github, health, metrics, openapi, slack, twilio
 from .compose import build_runtime
-from .settings import Settings
+from .settings import Settings, load_settings
 
 
 def create_app(settings: Settings | None = None) -> Flask:
-    settings = settings or Settings()
+    settings = settings or load_settings()
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["HITL_SETTINGS"] = settings

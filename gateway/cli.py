@@ -18,8 +18,8 @@ from engine.recovery import Sweeper, sweep
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 
-from .compose import ConfigurationError, build_runtime
-from .settings import Settings
+from .compose import build_runtime
+from .settings import ConfigurationError, load_settings
 
 log = logging.getLogger("hitl")
 
@@ -86,7 +86,7 @@ def add_operator_commands(commands: Any) -> None:
 
 
 def runtime() -> Runtime:
-    return build_runtime(Settings())
+    return build_runtime(load_settings())
 
 
 def finish_jobs(rt: Runtime) -> None:
@@ -109,7 +109,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     from .rqworker import WORKER_CLASSES
 
-    settings = Settings()
+    settings = load_settings()
     if not settings.redis_url:
         raise ConfigurationError("hitl worker needs REDIS_URL")
     rt = build_runtime(settings)
@@ -139,7 +139,7 @@ def join_inline(rt: Runtime) -> None:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
-    settings = Settings()
+    settings = load_settings()
     from engine.db import Database
 
     Database(settings.database_url).upgrade()

@@ -15,15 +15,11 @@ from engine.executors import InlineExecutor, RQExecutor
 from engine.runtime import Executor, Runtime, install
 
 from .github import github_channel
-from .settings import Settings
+from .settings import ConfigurationError, Settings
 from .slack import slack_channel
 from .twilio import twilio_channel
 
 log = logging.getLogger(__name__)
-
-
-class ConfigurationError(Exception):
-    """A setting is missing or wrong; raised at start-up, never at the first request."""
 
 
 def load_agent(spec: str) -> Agent:

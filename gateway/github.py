@@ -16,7 +16,7 @@ from adapters.github import (
 from engine.runtime import Runtime
 
 from .errors import error_response
-from .settings import Settings
+from .settings import ConfigurationError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ def webhook() -> tuple[Response, int]:
 
 def github_channel(settings: Settings) -> GithubChannel | None:
     """The GitHub channel when any GITHUB_* credential is set; fails at start-up naming what else is missing."""
-    from .compose import ConfigurationError  # compose imports this module to list its factory
-
     secret, token, login = settings.github_webhook_secret, settings.github_token, settings.github_bot_login
     if not (secret or token or login):
         return None

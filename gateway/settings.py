@@ -4,8 +4,26 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
+"""What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
+
+
+class ConfigurationError(Exception):
+    """A setting is missing or wrong; raised at start-up, never at the first request."""
+
+
+def load_settings() -> Settings:
+    """This process's settings, from its environment. Bad values are one ConfigurationError naming each
+    variable and what is wrong with it (not the value: some are secrets)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                             for error in exc.errors(include_url=False))
+        raise ConfigurationError(f"bad settings: {problems}") from None
 
 
 class Settings(BaseSettings):
@@ -42,6 +60,13 @@ class Settings(BaseSettings):
     github_bot_login: str | None = Field(None, validation_alias="GITHUB_BOT_LOGIN")
     github_api_url: str = Field("https://api.github.com", validation_alias="GITHUB_API_URL")
 
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, value: str) -> str:
+        if not value.startswith(DATABASES):
+            raise ValueError("must be a sqlite:/// or postgresql:// URL")
+        return value
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
@@ -49,10 +74,10 @@ class Settings(BaseSettings):
         if not isinstance(value, str):
             return value
         keys: dict[str, str] = {}
-        for item in filter(None, (part.strip() for part in value.split(","))):
+        for number, item in enumerate(filter(None, (part.strip() for part in value.split(","))), 1):
             key, sep, principal = item.partition("=")
-            if not sep or not key.strip() or not principal.strip():
-                raise ValueError(f"HITL_API_KEYS entries look like key=principalId, not {item!r}")
+            if not sep or not key.strip() or not principal.strip():  # the entry itself may be a key: not shown
+                raise ValueError(f"entries look like key=principalId, and entry {number} does not")
             keys[key.strip()] = principal.strip()
         return keys
 

@@ -53,7 +53,7 @@ from engine.runtime import Runtime
 from engine.tables import InputRequest, Session
 
 from .errors import ApiError
-from .settings import Settings
+from .settings import ConfigurationError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -88,27 +88,21 @@ def slack_mode(settings: Settings) -> Literal["single", "oauth"] | None:
     oauth = {"SLACK_CLIENT_ID": settings.slack_client_id, "SLACK_CLIENT_SECRET": settings.slack_client_secret}
     if any(oauth.values()):
         if token:
-            raise configuration_error("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
+            raise ConfigurationError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
                                      "SLACK_CLIENT_SECRET (OAuth, several workspaces), not both")
         missing = [name for name, value in oauth.items() if not value] + ([] if secret else ["SLACK_SIGNING_SECRET"])
         if missing:
-            raise configuration_error(f"Slack OAuth is half configured: {', '.join(missing)} missing")
+            raise ConfigurationError(f"Slack OAuth is half configured: {', '.join(missing)} missing")
         return "oauth"
     if token:
         if not secret:
-            raise configuration_error("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
+            raise ConfigurationError("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
         return "single"
     if secret or settings.slack_app_token:
         given = "SLACK_SIGNING_SECRET" if secret else "SLACK_APP_TOKEN"
-        raise configuration_error(f"{given} is set but SLACK_BOT_TOKEN is missing "
+        raise ConfigurationError(f"{given} is set but SLACK_BOT_TOKEN is missing "
                                  "(or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, for several workspaces)")
     return None
-
-
-def configuration_error(message: str) -> Exception:
-    from .compose import ConfigurationError  # compose imports this module to list its factory
-
-    return ConfigurationError(message)
 
 
 # -- the Bolt app ----------------------------------------------------------------------------------------
@@ -135,7 +129,7 @@ def bolt_app(settings: Settings, rt: Runtime) -> App:
         try:
             return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True)
         except BoltError as exc:
-            raise configuration_error(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
+            raise ConfigurationError(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
     installations = SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=rt.db.engine)
     oauth = OAuthSettings(
         client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
@@ -286,6 +280,6 @@ def socket_mode_handler(app: Flask) -> SocketModeHandler:
     """The same Bolt app over Socket Mode (no public URL needed: local development)."""
     settings: Settings = app.config["HITL_SETTINGS"]
     if not settings.slack_app_token:
-        raise configuration_error("Socket Mode needs SLACK_APP_TOKEN (an app-level xapp- token)")
+        raise ConfigurationError("Socket Mode needs SLACK_APP_TOKEN (an app-level xapp- token)")
     mounted: SlackRequestHandler = app.extensions["slack"]
     return SocketModeHandler(mounted.app, settings.slack_app_token)

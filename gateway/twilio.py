@@ -19,7 +19,7 @@ from adapters.twilio import (
 )
 from engine.runtime import Runtime
 
-from .settings import Settings
+from .settings import ConfigurationError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,6 @@ def sms() -> Response:
 
 def twilio_channel(settings: Settings) -> TwilioChannel | None:
     """The SMS channel when `TWILIO_ACCOUNT_SID` is set; fails at start-up naming what else is missing."""
-    from .compose import ConfigurationError  # compose imports this module to list its factory
-
     if not settings.twilio_account_sid:
         return None
     token, sender, base_url = settings.twilio_auth_token, settings.twilio_from, settings.public_base_url

@@ -370,6 +370,24 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
         assert "HITL_AGENT" in done.message, argv
 
 
+@pytest.mark.parametrize(("name", "value", "problem"), [
+    ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
+    ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
+    ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: Value error, must be a sqlite:/// or postgresql:// URL"),
+    ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like key=principalId, and "
+                                              "entry 2 does not"),
+])
+def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str, value: str, problem: str) -> None:
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'hitl.db'}", "REDIS_URL": "", name: value}
+
+    done = run_hitl("requests", **env)
+
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hitl: bad settings: {problem}"), done.stderr
+    assert "Traceback" not in done.stderr and "k-2-secret" not in done.stderr  # an API key is never echoed
+
+
 def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
     done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
                     REDIS_URL="")
