@@ -27,6 +27,9 @@ def runtime() -> Runtime:
 
 
 def body() -> dict[str, Any]:
+    if not request.is_json:  # curl -d sends a form, even of JSON: say what to send instead of "not JSON"
+        raise ApiError(415, "unsupported_media_type", "send the body as JSON, with Content-Type: application/json",
+                       {"contentType": request.mimetype or None})
     data = request.get_json(silent=True)
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")

@@ -585,8 +585,12 @@ def test_a_non_json_answer_and_an_unknown_request(sqlite_stack: Stack) -> None:
     session_id, request_id = parked(sqlite_stack, client)
     before = event_count(client, session_id)
 
-    expect_error(client.patch(f"/api/requests/{request_id}", data="approve", content_type="text/plain"),
-                 400, "invalid_json")
+    error = expect_error(client.patch(f"/api/requests/{request_id}", data="approve", content_type="text/plain"),
+                         415, "unsupported_media_type")
+    assert error["details"] == {"contentType": "text/plain"}
+    json_as_a_form = client.patch(f"/api/requests/{request_id}", data='{"optionId": "approve"}',
+                                  content_type="application/x-www-form-urlencoded")  # what curl -d sends
+    assert "Content-Type: application/json" in expect_error(json_as_a_form, 415, "unsupported_media_type")["message"]
     expect_error(client.patch(f"/api/requests/{request_id}", data="{", content_type="application/json"),
                  400, "invalid_json")
     error = expect_error(client.patch("/api/requests/req_nope", json={"optionId": "approve"}), 404, "not_found")
