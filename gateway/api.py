@@ -15,8 +15,8 @@ from engine.sessions import open_session
 
 from . import stream
 from .auth import current_principal
-from .errors import ApiError
-from .schemas import MAX_QUERY_INT, NewSession, SessionInput
+from .errors import ApiError, invalid_query
+from .schemas import NewSession, SessionInput, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -40,10 +40,10 @@ def int_arg(name: str, default: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_QUERY_INT:
-        raise ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
-                       {"parameter": name})
-    return int(raw)
+    value = query_int(raw)
+    if value is None:
+        raise invalid_query(name)
+    return value
 
 
 def has_nul(value: Any) -> bool:

@@ -19,6 +19,7 @@ from engine.responses import submit_responses
 from engine.runtime import Runtime
 
 from .compose import build_runtime
+from .schemas import MAX_QUERY_INT, query_int
 from .settings import ConfigurationError, load_settings
 
 log = logging.getLogger("hitl")
@@ -70,9 +71,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"hitl: {exc}")
 
 
+def count(raw: str) -> int:
+    """A number of rows, as the API takes it (a negative LIMIT is an error on PostgreSQL, none on SQLite)."""
+    value = query_int(raw)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_QUERY_INT}, not {raw!r}")
+    return value
+
+
 def add_operator_commands(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="list sessions, newest first, with their open requests")
-    sessions.add_argument("--limit", type=int, default=100)
+    sessions.add_argument("--limit", type=count, default=100, help=f"at most this many (0 to {MAX_QUERY_INT})")
     sessions.set_defaults(handler=cmd_sessions)
 
     show = commands.add_parser("show", help="a session's history: turns, runs, requests and their responses")

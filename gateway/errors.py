@@ -11,6 +11,8 @@ from werkzeug.exceptions import HTTPException
 
 from engine.errors import Conflict, EngineError, InvalidInput, NotFound, RequestClosed, ResponseRefused
 
+from .schemas import MAX_QUERY_INT
+
 log = logging.getLogger(__name__)
 
 STATUS = {NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403, Conflict: 409}
@@ -20,6 +22,12 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def invalid_query(name: str) -> ApiError:
+    """A query parameter (or the header standing for one) that is not a QueryInt."""
+    return ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
+                    {"parameter": name})
 
 
 def error_response(status: int, code: str, message: str, details: Any = None) -> tuple[Response, int]:

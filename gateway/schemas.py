@@ -86,6 +86,11 @@ class SessionInput(StrictWireModel):
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
 
 
+def query_int(raw: str) -> int | None:
+    """`raw` as a QueryInt (digits only: no sign, no spaces), or None when it is not one."""
+    return int(raw) if raw.isascii() and raw.isdigit() and int(raw) <= MAX_QUERY_INT else None
+
+
 class SessionsQuery(WireModel):
     limit: QueryInt = Field(100, description="at most this many sessions")
 

@@ -21,8 +21,8 @@ from engine.queries import events_after
 from engine.runtime import Runtime
 
 from .auth import current_principal
-from .errors import ApiError
-from .schemas import MAX_QUERY_INT
+from .errors import invalid_query
+from .schemas import query_int
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,13 @@ def stream_principal() -> Principal:
 def resume_after() -> int:
     """The last seq the client has: `Last-Event-ID` (sent by a reconnecting EventSource) wins over `?after=`."""
     for name, raw in (("Last-Event-ID", request.headers.get("Last-Event-ID")), ("after", request.args.get("after"))):
-        value = (raw or "").strip()
-        if not value:
+        given = (raw or "").strip()
+        if not given:
             continue
-        if not (value.isascii() and value.isdigit()) or int(value) > MAX_QUERY_INT:
-            raise ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
-                           {"parameter": name})
-        return int(value)
+        value = query_int(given)
+        if value is None:
+            raise invalid_query(name)
+        return value
     return 0
 
 

@@ -84,6 +84,16 @@ def test_sessions_lists_newest_first_with_their_open_requests(hitl: Hitl, app: S
     assert hitl("sessions", "--limit", "1")[1].count("ses_") == 1
 
 
+@pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "99999999999"])
+def test_sessions_takes_the_limits_the_api_takes(app: Stack, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it."""
+    with pytest.raises(SystemExit) as exited:
+        main(["sessions", "--limit", limit])
+
+    assert exited.value.code == 2
+    assert f"argument --limit: an integer from 0 to 2147483647, not '{limit}'" in capsys.readouterr().err
+
+
 def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app: Stack) -> None:
     sid, turn_id = app.start(REFUND)
     [request] = app.pending(sid)
