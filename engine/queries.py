@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select, tuple_
 
-from .errors import NotFound
+from .errors import InvalidInput, NotFound
 from .events import events_wire
 from .requests import request_wire
 from .runtime import Runtime
@@ -73,15 +73,30 @@ def message_wire(m: Message) -> dict[str, Any]:
             "toolCallId": m.tool_call_id}
 
 
-def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None) -> list[dict[str, Any]]:
-    """The operator inbox, oldest first."""
-    query = select(InputRequest).order_by(InputRequest.created_at, InputRequest.seq)
+INBOX_ORDER = (InputRequest.created_at, InputRequest.seq, InputRequest.request_id)
+"""Oldest first; a session's requests of one moment by their number; the id makes the order total (a cursor)."""
+
+
+def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
+                  limit: int | None = None, after: str | None = None) -> dict[str, Any]:
+    """The operator inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request
+    `after` (the previous page's `next`). `next` is the last one's id when more may follow, else None."""
+    query = select(InputRequest).order_by(*INBOX_ORDER)
     if status:
         query = query.where(InputRequest.status == status)
     if session_id:
         query = query.where(InputRequest.session_id == session_id)
     with rt.db.read() as db:
-        return [request_wire(r) for r in db.execute(query).scalars()]
+        if after is not None:
+            anchor = db.get(InputRequest, after)
+            if anchor is None:
+                raise InvalidInput(f"`after` names no input request: {after!r}", {"parameter": "after"})
+            query = query.where(tuple_(*INBOX_ORDER) > tuple_(  # bound as the columns' types (ids are packed)
+                *(literal(getattr(anchor, column.key), column.type) for column in INBOX_ORDER)))
+        rows = list(db.execute(query if limit is None else query.limit(limit + 1)).scalars())
+    more = limit is not None and len(rows) > limit
+    page = rows[:limit] if more else rows
+    return {"requests": [request_wire(r) for r in page], "next": page[-1].request_id if more and page else None}
 
 
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from engine.conversation import cancel_turn, post_message
+from engine.errors import InvalidInput
 from engine.protocol import InputResponse, ResponseBody
 from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
 from engine.responses import submit_responses
@@ -16,7 +17,7 @@ from engine.sessions import open_session
 from . import stream
 from .auth import current_principal
 from .errors import ApiError, invalid_query
-from .schemas import NewSession, SessionInput, query_int
+from .schemas import INBOX_PAGE, NewSession, SessionInput, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -130,7 +131,11 @@ def requests_inbox() -> Response:
     status = request.args.get("status")
     if status not in (None, "pending", "resolved"):
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
-    return jsonify({"requests": list_requests(runtime(), status=status, session_id=request.args.get("sessionId"))})
+    try:
+        return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
+                                     limit=int_arg("limit", INBOX_PAGE), after=request.args.get("after")))
+    except InvalidInput as exc:  # a cursor naming no request
+        raise ApiError(400, "invalid_query", exc.message, exc.details) from exc
 
 
 @bp.get("/requests/<request_id>")

@@ -19,7 +19,7 @@ from engine.responses import submit_responses
 from engine.runtime import Runtime
 
 from .compose import build_runtime
-from .schemas import MAX_QUERY_INT, query_int
+from .schemas import INBOX_PAGE, MAX_QUERY_INT, query_int
 from .settings import ConfigurationError, load_settings
 
 log = logging.getLogger("hitl")
@@ -50,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     requests = commands.add_parser("requests", help="list input requests, oldest first")
     requests.add_argument("--status", choices=["pending", "resolved"], default=None)
     requests.add_argument("--session", default=None)
-    requests.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    requests.add_argument("--limit", type=count, default=INBOX_PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    requests.add_argument("--after", default=None, help="the next page: the request id the page before ended with")
+    requests.add_argument("--json", action="store_true", help="print the page as the API answers it, {requests, next}")
     requests.set_defaults(handler=cmd_requests)
 
     answer = commands.add_parser("answer", help="answer a request as an operator")
@@ -162,14 +164,16 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_requests(args: argparse.Namespace) -> None:
-    rows = list_requests(runtime(), status=args.status, session_id=args.session)
+    page = list_requests(runtime(), status=args.status, session_id=args.session, limit=args.limit, after=args.after)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(page, indent=2))
         return
     print(f"{'REQUEST':38} {'KIND':14} {'STATUS':9} {'OUTCOME':9} {'CREATED':20} PROMPT")
-    for r in rows:
+    for r in page["requests"]:
         created = r["createdAt"][:19].replace("T", " ")
         print(f"{r['requestId']:38} {r['kind']:14} {r['status']:9} {r['outcome'] or '-':9} {created:20} {r['prompt']}")
+    if page["next"]:
+        print(f"more: add --after {page['next']}", file=sys.stderr)
 
 
 def cmd_answer(args: argparse.Namespace) -> None:

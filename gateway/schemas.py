@@ -84,6 +84,8 @@ class SessionInput(StrictWireModel):
 
 
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
+INBOX_PAGE = 100
+"""Requests per page of the operator inbox, unless the client asks for another `limit`."""
 
 
 def query_int(raw: str) -> int | None:
@@ -111,6 +113,8 @@ class EventsHeaders(WireModel):
 class RequestsQuery(WireModel):
     status: Omittable[Literal["pending", "resolved"]] = omitted()
     session_id: Omittable[str] = omitted("only this session's requests")
+    limit: QueryInt = Field(INBOX_PAGE, description="at most this many requests")
+    after: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
 # -- responses -----------------------------------------------------------------------------------------
@@ -219,6 +223,7 @@ class EventList(WireModel):
 
 class RequestList(WireModel):
     requests: list[InputRequest]
+    next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
 
 
 class ResponseResult(WireModel):

@@ -110,7 +110,7 @@ class Stack:
         return opened.session_id, opened.turn_id
 
     def pending(self, session_id: str) -> list[dict[str, Any]]:
-        return list_requests(self.rt, status="pending", session_id=session_id)
+        return list_requests(self.rt, status="pending", session_id=session_id)["requests"]
 
     def answer(self, request_id: str, option_id: str | None = None, text: str | None = None,
                who: str = "alice", settle: bool = True) -> ResponseResult:

@@ -7,6 +7,7 @@ HITL_REQUIRE_SERVICES=1.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import requests
 
 from gateway import stream
 from gateway.app import create_app
+from gateway.schemas import INBOX_PAGE
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, ROOT, TEST_AGENT
 from tests.support.agent import script
@@ -180,6 +182,45 @@ def test_the_inbox_answers_in_place_and_a_session_page_follows_answers_given_els
     expect(live.locator(".outcome")).to_have_text("approved by local")  # over the event stream, no reload
     expect(page.locator(".message.assistant").last).to_contain_text("Refunded 6.00 on ch_1002")
     shot(page, "2-answered-elsewhere")
+
+
+@pytest.fixture
+def crowded(tmp_path: Any) -> Iterator[str]:
+    """The embedded gateway with one more refund waiting than the inbox's page holds."""
+    url_iter = serve(Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent="gateway.demo:agent"))
+    url = next(url_iter)
+    for n in range(INBOX_PAGE + 1):
+        requests.post(f"{url}/api/sessions", json={"message": f"refund ${n + 1} on ch_1001"}, timeout=10)
+    deadline = time.monotonic() + 60
+    while len(requests.get(f"{url}/api/requests", params={"status": "pending", "limit": INBOX_PAGE + 1},
+                           timeout=10).json()["requests"]) <= INBOX_PAGE:  # the turns park in the background
+        assert time.monotonic() < deadline, "the refunds did not all park"
+        time.sleep(0.2)
+    yield url
+    next(url_iter, None)
+
+
+def test_an_inbox_longer_than_a_page_shows_the_oldest_and_says_more_wait(
+    browser: Any, crowded: str, shot: Shot
+) -> None:
+    oldest = requests.get(f"{crowded}/api/requests", params={"status": "pending", "limit": INBOX_PAGE + 1},
+                          timeout=10).json()["requests"]
+    for page in open_page(browser, crowded):
+        page.goto("/#/inbox")
+        cards = page.locator("article.card")
+        expect(cards).to_have_count(INBOX_PAGE)
+        expect(page.locator("#inbox-count")).to_have_text(f"{INBOX_PAGE}+")
+        more = page.get_by_text("More requests are waiting")
+        expect(more).to_be_visible()
+        shot(page, "1-a-page-of-the-oldest")
+        cards.first.get_by_role("button", name="Approve").click()
+        expect(cards.first.locator(".outcome")).to_have_text("approved by local")
+        expect(cards).to_have_count(INBOX_PAGE + 1)  # the next oldest joins at the next refresh
+        expect(cards.last.get_by_role("link", name="open session")).to_have_attribute(
+            "href", f"#/sessions/{oldest[INBOX_PAGE]['sessionId']}")
+        expect(more).to_be_hidden()
+        expect(page.locator("#inbox-count")).to_have_text(str(INBOX_PAGE))
+        shot(page, "2-the-next-joined")
 
 
 def test_with_api_keys_a_refused_answer_shows_the_policy_reason(keyed_page: Any, keyed: str, shot: Shot) -> None:

@@ -416,6 +416,33 @@ def test_a_bad_event_cursor_is_a_400(sqlite_stack: Stack, after: str) -> None:
 # -- the request inbox --------------------------------------------------------------------------------
 
 
+def test_the_request_inbox_comes_in_pages_oldest_first(stack: Stack) -> None:
+    """A page of `limit` (100 unless asked) and the cursor to the next: an inbox of 100k parked turns is not one
+    answer. The cursor orders by time, then number, then id, on both databases (ids are packed on PostgreSQL)."""
+    client = stack.client("alice")
+    opened = [parked(stack, client)[1] for _ in range(5)]
+
+    def page(**query: str) -> dict[str, Any]:
+        response = client.get("/api/requests", query_string={"status": "pending", **query})
+        assert response.status_code == 200, response.get_data(as_text=True)
+        data: dict[str, Any] = response.get_json()
+        return {"ids": [r["requestId"] for r in data["requests"]], "next": data["next"]}
+
+    assert page() == {"ids": opened, "next": None}
+    first = page(limit="2")
+    assert first == {"ids": opened[:2], "next": opened[1]}
+    second = page(limit="2", after=first["next"])
+    assert second == {"ids": opened[2:4], "next": opened[3]}
+    assert page(limit="2", after=second["next"]) == {"ids": opened[4:], "next": None}
+    assert page(limit="5") == {"ids": opened, "next": None}  # exactly full: nothing follows
+    assert page(limit="0") == {"ids": [], "next": None}
+
+    error = expect_error(client.get("/api/requests", query_string={"after": "req_nope"}), 400, "invalid_query")
+    assert error["details"] == {"parameter": "after"}
+    error = expect_error(client.get("/api/requests", query_string={"limit": "-1"}), 400, "invalid_query")
+    assert error["details"] == {"parameter": "limit"}
+
+
 def test_the_request_inbox(sqlite_stack: Stack) -> None:
     client = sqlite_stack.client("alice")
     first_session, first = parked(sqlite_stack, client)

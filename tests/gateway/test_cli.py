@@ -189,14 +189,23 @@ def test_requests_lists_the_inbox(hitl: Any, embedded: Stack) -> None:
     one_session = hitl("requests", "--session", closed_sid).out
     assert closed["requestId"] in one_session and pending["requestId"] not in one_session
 
-    listed = hitl("requests", "--status", "pending", "--json").json()
+    page = hitl("requests", "--status", "pending", "--json").json()
+    assert page["next"] is None
+    listed = page["requests"]
     assert [r["requestId"] for r in listed] == [pending["requestId"]]
     assert listed[0]["sessionId"] == open_sid
     assert listed[0]["action"]["input"] == {"charge_id": "ch_1", "amount": 20}
     assert listed[0]["requestedBy"]["principalId"] == "alice"
-    assert hitl("requests", "--session", "ses_nope", "--json").json() == []
+    assert hitl("requests", "--session", "ses_nope", "--json").json() == {"requests": [], "next": None}
 
     assert hitl("requests", "--status", "bogus").code != 0
+
+    first = hitl("requests", "--limit", "1")  # a page, as the API answers it
+    assert [row.split()[0] for row in first.out.splitlines()[1:]] == [pending["requestId"]]
+    assert first.err.strip() == f"more: add --after {pending['requestId']}"
+    rest = hitl("requests", "--limit", "1", "--after", pending["requestId"])
+    assert [row.split()[0] for row in rest.out.splitlines()[1:]] == [closed["requestId"]] and rest.err == ""
+    assert "`after` names no input request" in hitl("requests", "--after", "req_nope").message
 
 
 # -- answer -------------------------------------------------------------------------------------------

@@ -58,8 +58,11 @@ export class InboxView {
     this.cards = new Map();
     this.list = h("div", { class: "cards" });
     this.empty = h("p", { class: "empty" }, "Nothing is waiting for a person.");
+    this.more = h("p", { class: "lede" });
+    this.more.hidden = true;
     main.replaceChildren(h("section", {}, h("h2", { tabIndex: -1 }, "Inbox"),
-      h("p", { class: "lede" }, "Every open request across sessions, oldest first."), this.empty, this.list));
+      h("p", { class: "lede" }, "Every open request across sessions, oldest first."), this.empty, this.list,
+      this.more));
     main.querySelector("h2").focus();
     this.refresh();
   }
@@ -72,6 +75,9 @@ export class InboxView {
       for (const request of data.requests) if (!this.cards.has(request.requestId)) this.add(request);
       for (const [id, card] of this.cards) if (card.open && !pending.has(id)) await card.reload();
       this.empty.hidden = this.cards.size > 0;
+      // the API answers a page of the oldest: the rest show as these are answered
+      this.more.hidden = !data.next;
+      this.more.textContent = "More requests are waiting: they show here as these are answered.";
     } catch (error) {
       this.notify(error.message);
     }

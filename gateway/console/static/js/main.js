@@ -34,7 +34,7 @@ function route() {
 async function tick() {
   try {
     const { data } = await api("GET", "/api/requests?status=pending");
-    badge.textContent = String(data.requests.length);
+    badge.textContent = `${data.requests.length}${data.next ? "+" : ""}`; // a page of the oldest: more may wait
     badge.hidden = data.requests.length === 0;
   } catch {
     badge.hidden = true;
