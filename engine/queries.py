@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import Select, func, literal, select, tuple_
+from sqlalchemy.orm import Session as DbSession
 
 from .errors import InvalidInput, NotFound
 from .events import events_wire
@@ -75,28 +76,42 @@ def message_wire(m: Message) -> dict[str, Any]:
 
 INBOX_ORDER = (InputRequest.created_at, InputRequest.seq, InputRequest.request_id)
 """Oldest first; a session's requests of one moment by their number; the id makes the order total (a cursor)."""
+SESSIONS_ORDER = (Session.created_at, Session.id)
+"""Read newest first; the id makes the order total."""
+
+
+def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,
+            limit: int | None, newest_first: bool = False) -> tuple[list[Any], Any | None]:
+    """A page of `query` in `order` (or its reverse), after the row a cursor names: (parameter, what it names,
+    the row or None). Returns the rows and the last of them when more may follow (a keyset cursor: a row
+    added or removed meanwhile moves no other row from its page)."""
+    if cursor is not None:
+        parameter, what, anchor = cursor
+        if anchor is None:
+            raise InvalidInput(f"`{parameter}` names no {what}", {"parameter": parameter})
+        here = tuple_(*order)
+        there = tuple_(*(literal(getattr(anchor, column.key), column.type) for column in order))  # ids are packed
+        query = query.where(here < there if newest_first else here > there)
+    query = query.order_by(*(column.desc() for column in order) if newest_first else order)
+    rows = list(db.execute(query if limit is None else query.limit(limit + 1)).scalars())
+    more = limit is not None and len(rows) > limit
+    page = rows[:limit] if more else rows
+    return page, (page[-1] if more and page else None)
 
 
 def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
                   limit: int | None = None, after: str | None = None) -> dict[str, Any]:
     """The operator inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request
     `after` (the previous page's `next`). `next` is the last one's id when more may follow, else None."""
-    query = select(InputRequest).order_by(*INBOX_ORDER)
+    query = select(InputRequest)
     if status:
         query = query.where(InputRequest.status == status)
     if session_id:
         query = query.where(InputRequest.session_id == session_id)
     with rt.db.read() as db:
-        if after is not None:
-            anchor = db.get(InputRequest, after)
-            if anchor is None:
-                raise InvalidInput(f"`after` names no input request: {after!r}", {"parameter": "after"})
-            query = query.where(tuple_(*INBOX_ORDER) > tuple_(  # bound as the columns' types (ids are packed)
-                *(literal(getattr(anchor, column.key), column.type) for column in INBOX_ORDER)))
-        rows = list(db.execute(query if limit is None else query.limit(limit + 1)).scalars())
-    more = limit is not None and len(rows) > limit
-    page = rows[:limit] if more else rows
-    return {"requests": [request_wire(r) for r in page], "next": page[-1].request_id if more and page else None}
+        cursor = None if after is None else ("after", "input request", db.get(InputRequest, after))
+        page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
+        return {"requests": [request_wire(r) for r in page], "next": last.request_id if last else None}
 
 
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
@@ -117,17 +132,21 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
         return events_wire(db, rows)
 
 
-def list_sessions(rt: Runtime, limit: int = 100) -> list[dict[str, Any]]:
-    """Newest first, with the number of open requests each holds."""
+def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None) -> dict[str, Any]:
+    """Newest first, with the number of open requests each holds: `{sessions, next}`, at most `limit` of them,
+    those older than session `before` (the previous page's `next`)."""
     with rt.db.read() as db:
-        pending = dict(db.execute(
-            select(InputRequest.session_id, func.count()).where(InputRequest.status == "pending")
+        cursor = None if before is None else ("before", "session", db.get(Session, before))
+        page, last = page_of(db, select(Session), SESSIONS_ORDER, cursor, limit, newest_first=True)
+        pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
+            select(InputRequest.session_id, func.count())
+            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s in page]))
             .group_by(InputRequest.session_id)
-        ).all())
-        rows = db.execute(select(Session).order_by(Session.created_at.desc()).limit(limit)).scalars()
-        return [
+        ).all()) if page else {}
+        sessions = [
             {"id": s.id, "agent": s.agent, "channel": s.channel, "status": s.status,
              "createdAt": s.created_at.isoformat(), "updatedAt": s.updated_at.isoformat(),
              "pendingRequests": pending.get(s.id, 0)}
-            for s in rows
+            for s in page
         ]
+        return {"sessions": sessions, "next": last.id if last else None}

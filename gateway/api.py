@@ -17,7 +17,7 @@ from engine.sessions import open_session
 from . import stream
 from .auth import current_principal
 from .errors import ApiError, invalid_query
-from .schemas import INBOX_PAGE, NewSession, SessionInput, query_int
+from .schemas import PAGE, NewSession, SessionInput, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -88,7 +88,10 @@ def create_session() -> tuple[Response, int]:
 @bp.get("/sessions")
 def sessions() -> Response:
     current_principal()
-    return jsonify({"sessions": list_sessions(runtime(), limit=int_arg("limit", 100))})
+    try:
+        return jsonify(list_sessions(runtime(), limit=int_arg("limit", PAGE), before=request.args.get("before")))
+    except InvalidInput as exc:  # a cursor naming no session
+        raise ApiError(400, "invalid_query", exc.message, exc.details) from exc
 
 
 @bp.post("/sessions/<session_id>/input")
@@ -133,7 +136,7 @@ def requests_inbox() -> Response:
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
     try:
         return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
-                                     limit=int_arg("limit", INBOX_PAGE), after=request.args.get("after")))
+                                     limit=int_arg("limit", PAGE), after=request.args.get("after")))
     except InvalidInput as exc:  # a cursor naming no request
         raise ApiError(400, "invalid_query", exc.message, exc.details) from exc
 

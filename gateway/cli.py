@@ -19,7 +19,7 @@ from engine.responses import submit_responses
 from engine.runtime import Runtime
 
 from .compose import build_runtime
-from .schemas import INBOX_PAGE, MAX_QUERY_INT, query_int
+from .schemas import MAX_QUERY_INT, PAGE, query_int
 from .settings import ConfigurationError, load_settings
 
 log = logging.getLogger("hitl")
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     requests = commands.add_parser("requests", help="list input requests, oldest first")
     requests.add_argument("--status", choices=["pending", "resolved"], default=None)
     requests.add_argument("--session", default=None)
-    requests.add_argument("--limit", type=count, default=INBOX_PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
     requests.add_argument("--after", default=None, help="the next page: the request id the page before ended with")
     requests.add_argument("--json", action="store_true", help="print the page as the API answers it, {requests, next}")
     requests.set_defaults(handler=cmd_requests)
@@ -83,7 +83,8 @@ def count(raw: str) -> int:
 
 def add_operator_commands(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="list sessions, newest first, with their open requests")
-    sessions.add_argument("--limit", type=count, default=100, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    sessions.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    sessions.add_argument("--before", default=None, help="the next page: the session id the page before ended with")
     sessions.set_defaults(handler=cmd_sessions)
 
     show = commands.add_parser("show", help="a session's history: turns, runs, requests and their responses")
@@ -198,8 +199,11 @@ def who(principal: dict[str, Any] | None) -> str:
 
 def cmd_sessions(args: argparse.Namespace) -> None:
     print(f"{'SESSION':38} {'STATUS':8} {'CHANNEL':10} {'PENDING':7} CREATED")
-    for s in list_sessions(runtime(), limit=args.limit):
+    page = list_sessions(runtime(), limit=args.limit, before=args.before)
+    for s in page["sessions"]:
         print(f"{s['id']:38} {s['status']:8} {s['channel']:10} {s['pendingRequests']:<7} {timestamp(s['createdAt'])}")
+    if page["next"]:
+        print(f"more: add --before {page['next']}", file=sys.stderr)
 
 
 def cmd_show(args: argparse.Namespace) -> None:

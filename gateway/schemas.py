@@ -84,8 +84,8 @@ class SessionInput(StrictWireModel):
 
 
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
-INBOX_PAGE = 100
-"""Requests per page of the operator inbox, unless the client asks for another `limit`."""
+PAGE = 100
+"""Sessions or requests per page of a list, unless the client asks for another `limit`."""
 
 
 def query_int(raw: str) -> int | None:
@@ -94,7 +94,8 @@ def query_int(raw: str) -> int | None:
 
 
 class SessionsQuery(WireModel):
-    limit: QueryInt = Field(100, description="at most this many sessions")
+    limit: QueryInt = Field(PAGE, description="at most this many sessions")
+    before: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
 class EventsQuery(WireModel):
@@ -113,7 +114,7 @@ class EventsHeaders(WireModel):
 class RequestsQuery(WireModel):
     status: Omittable[Literal["pending", "resolved"]] = omitted()
     session_id: Omittable[str] = omitted("only this session's requests")
-    limit: QueryInt = Field(INBOX_PAGE, description="at most this many requests")
+    limit: QueryInt = Field(PAGE, description="at most this many requests")
     after: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
@@ -137,6 +138,8 @@ class SessionSummary(WireModel):
 
 class SessionList(WireModel):
     sessions: list[SessionSummary]
+    next: str | None = Field(description="the last session's id when older ones may follow (pass it as `before`), "
+                                         "else null")
 
 
 class InputRequest(InputRequestOut):

@@ -16,7 +16,7 @@ import requests
 
 from gateway import stream
 from gateway.app import create_app
-from gateway.schemas import INBOX_PAGE
+from gateway.schemas import PAGE
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, ROOT, TEST_AGENT
 from tests.support.agent import script
@@ -189,11 +189,11 @@ def crowded(tmp_path: Any) -> Iterator[str]:
     """The embedded gateway with one more refund waiting than the inbox's page holds."""
     url_iter = serve(Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent="gateway.demo:agent"))
     url = next(url_iter)
-    for n in range(INBOX_PAGE + 1):
+    for n in range(PAGE + 1):
         requests.post(f"{url}/api/sessions", json={"message": f"refund ${n + 1} on ch_1001"}, timeout=10)
     deadline = time.monotonic() + 60
-    while len(requests.get(f"{url}/api/requests", params={"status": "pending", "limit": INBOX_PAGE + 1},
-                           timeout=10).json()["requests"]) <= INBOX_PAGE:  # the turns park in the background
+    while len(requests.get(f"{url}/api/requests", params={"status": "pending", "limit": PAGE + 1},
+                           timeout=10).json()["requests"]) <= PAGE:  # the turns park in the background
         assert time.monotonic() < deadline, "the refunds did not all park"
         time.sleep(0.2)
     yield url
@@ -203,23 +203,23 @@ def crowded(tmp_path: Any) -> Iterator[str]:
 def test_an_inbox_longer_than_a_page_shows_the_oldest_and_says_more_wait(
     browser: Any, crowded: str, shot: Shot
 ) -> None:
-    oldest = requests.get(f"{crowded}/api/requests", params={"status": "pending", "limit": INBOX_PAGE + 1},
+    oldest = requests.get(f"{crowded}/api/requests", params={"status": "pending", "limit": PAGE + 1},
                           timeout=10).json()["requests"]
     for page in open_page(browser, crowded):
         page.goto("/#/inbox")
         cards = page.locator("article.card")
-        expect(cards).to_have_count(INBOX_PAGE)
-        expect(page.locator("#inbox-count")).to_have_text(f"{INBOX_PAGE}+")
+        expect(cards).to_have_count(PAGE)
+        expect(page.locator("#inbox-count")).to_have_text(f"{PAGE}+")
         more = page.get_by_text("More requests are waiting")
         expect(more).to_be_visible()
         shot(page, "1-a-page-of-the-oldest")
         cards.first.get_by_role("button", name="Approve").click()
         expect(cards.first.locator(".outcome")).to_have_text("approved by local")
-        expect(cards).to_have_count(INBOX_PAGE + 1)  # the next oldest joins at the next refresh
+        expect(cards).to_have_count(PAGE + 1)  # the next oldest joins at the next refresh
         expect(cards.last.get_by_role("link", name="open session")).to_have_attribute(
-            "href", f"#/sessions/{oldest[INBOX_PAGE]['sessionId']}")
+            "href", f"#/sessions/{oldest[PAGE]['sessionId']}")
         expect(more).to_be_hidden()
-        expect(page.locator("#inbox-count")).to_have_text(str(INBOX_PAGE))
+        expect(page.locator("#inbox-count")).to_have_text(str(PAGE))
         shot(page, "2-the-next-joined")
 
 

@@ -20,7 +20,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
     stack.settle()
     from engine.queries import list_sessions
 
-    [session] = list_sessions(stack.rt)
+    [session] = list_sessions(stack.rt)["sessions"]
     assert session["channel"] == "fake" and session["pendingRequests"] == 1
     with stack.rt.db.read() as db:
         [row] = db.execute(select(Inbound)).scalars().all()
@@ -28,7 +28,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
 
     accept(stack.rt, "fake", "evt-2", ALICE, b"{}", message_item("fake:room:1", "approve"))
     stack.settle()
-    assert len(list_sessions(stack.rt)) == 1  # the same address continues the same session
+    assert len(list_sessions(stack.rt)["sessions"]) == 1  # the same address continues the same session
     assert len(read_ledger()) == 1
 
 

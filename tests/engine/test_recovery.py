@@ -101,7 +101,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
 def only_session(stack: Stack) -> str:
     from engine.queries import list_sessions
 
-    [session] = list_sessions(stack.rt)
+    [session] = list_sessions(stack.rt)["sessions"]
     return str(session["id"])
 
 
@@ -120,7 +120,7 @@ def recovered(stack: Stack) -> bool:
     sweep(stack.rt)
     from engine.queries import list_sessions
 
-    return any(r["status"] == "crashed" for s in list_sessions(stack.rt)
+    return any(r["status"] == "crashed" for s in list_sessions(stack.rt)["sessions"]
                for t in stack.history(s["id"])["turns"] for r in t["runs"])
 
 

@@ -165,6 +165,27 @@ def test_sessions_are_listed_newest_first_with_their_open_requests(sqlite_stack:
     assert {s["channel"] for s in sessions} == {"api"}
 
 
+def test_sessions_come_in_pages_newest_first(stack: Stack) -> None:
+    client = stack.client("alice")
+    opened = [created(client)["id"] for _ in range(5)][::-1]  # newest first
+    waiting, _ = parked(stack, client)
+
+    def page(**query: str) -> dict[str, Any]:
+        response = client.get("/api/sessions", query_string=query)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        data: dict[str, Any] = response.get_json()
+        return {"ids": [s["id"] for s in data["sessions"]], "next": data["next"],
+                "pending": [s["pendingRequests"] for s in data["sessions"]]}
+
+    assert page(limit="2") == {"ids": [waiting, opened[0]], "next": opened[0], "pending": [1, 0]}
+    assert page(limit="2", before=opened[0]) == {"ids": opened[1:3], "next": opened[2], "pending": [0, 0]}
+    assert page(limit="2", before=opened[2]) == {"ids": opened[3:], "next": None, "pending": [0, 0]}
+    assert page()["next"] is None and len(page()["ids"]) == 6
+
+    error = expect_error(client.get("/api/sessions", query_string={"before": "ses_nope"}), 400, "invalid_query")
+    assert error["details"] == {"parameter": "before"}
+
+
 # -- session input ------------------------------------------------------------------------------------
 
 

@@ -82,6 +82,7 @@ def test_sessions_lists_newest_first_with_their_open_requests(hitl: Hitl, app: S
     assert header.split() == ["SESSION", "STATUS", "CHANNEL", "PENDING", "CREATED"]
     assert [row.split()[:4] for row in rows] == [[waiting_sid, "active", "api", "1"], [done_sid, "idle", "api", "0"]]
     assert hitl("sessions", "--limit", "1")[1].count("ses_") == 1
+    assert hitl("sessions", "--before", waiting_sid)[1].count("ses_") == 1  # the page after the newest
 
 
 @pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "99999999999"])

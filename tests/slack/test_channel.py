@@ -98,7 +98,7 @@ def test_an_api_address_is_a_slack_place(channel: SlackChannel) -> None:
 def test_a_rate_limited_delivery_fails_then_its_retry_posts_everything_once(slack: Workspace) -> None:
     slack.fake.fail("chat.postMessage", status=429, retry_after=2, times=1000)
     slack.mention("alice", script([("refund", {"charge_id": "ch_1", "amount": 5})]))
-    [session] = list_sessions(slack.stack.rt)
+    [session] = list_sessions(slack.stack.rt)["sessions"]
     assert slack.fake.messages == []  # every attempt was refused
     with pytest.raises(ChannelUnavailable) as raised:
         deliver(slack.stack.rt, session["id"])  # what RQ records for the job, before retrying it

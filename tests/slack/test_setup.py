@@ -126,7 +126,7 @@ def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.Fix
         assert fake.called("auth.test") == []  # authorized from the stored installation
         [card] = [c for c in fake.called("chat.postMessage") if c.params.get("blocks")]
         assert card.token == installation["access_token"]
-        [session] = list_sessions(stack.rt)
+        [session] = list_sessions(stack.rt)["sessions"]
         assert stack.history(session["id"])["address"] == f"slack:{team}:C0TEST:{mention['event']['ts']}"
 
         slack.ok(slack.send_event(from_installed_team(fixture("app_uninstalled"), team)))

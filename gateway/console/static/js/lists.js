@@ -45,6 +45,8 @@ export class SessionsView {
       if (shown === this.shown) return; // unchanged: keep the list (and the keyboard focus in it) as it is
       this.shown = shown;
       const rows = data.sessions.map(sessionRow);
+      if (data.next) rows.push(h("li", { class: "empty" }, `The newest ${rows.length} are listed; older sessions `
+        + "open from their links, or page through them with hitl sessions --before."));
       this.list.replaceChildren(...(rows.length ? rows : [h("li", { class: "empty" }, "No sessions yet.")]));
     } catch (error) {
       this.notify(error.message);
