@@ -200,7 +200,7 @@ def crowded(tmp_path: Any) -> Iterator[str]:
     next(url_iter, None)
 
 
-def test_an_inbox_longer_than_a_page_shows_the_oldest_and_says_more_wait(
+def test_lists_longer_than_a_page_show_one_and_say_more_wait(
     browser: Any, crowded: str, shot: Shot
 ) -> None:
     oldest = requests.get(f"{crowded}/api/requests", params={"status": "pending", "limit": PAGE + 1},
@@ -221,6 +221,15 @@ def test_an_inbox_longer_than_a_page_shows_the_oldest_and_says_more_wait(
         expect(more).to_be_hidden()
         expect(page.locator("#inbox-count")).to_have_text(str(PAGE))
         shot(page, "2-the-next-joined")
+
+        page.goto("/#/")  # one session per refund: a page of them too
+        sessions = page.locator("ul.sessions > li")
+        expect(sessions).to_have_count(PAGE)
+        older = page.get_by_role("button", name="Show older sessions")
+        older.click()
+        expect(sessions).to_have_count(PAGE + 1)
+        expect(older).to_be_hidden()
+        shot(page, "3-older-sessions")
 
 
 def test_with_api_keys_a_refused_answer_shows_the_policy_reason(keyed_page: Any, keyed: str, shot: Shot) -> None:

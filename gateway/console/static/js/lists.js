@@ -4,6 +4,8 @@ import { api } from "./api.js";
 import { RequestCard } from "./cards.js";
 import { h, shortId, when } from "./dom.js";
 
+const PAGE = 100; // the API's page: sessions listed at first, and more per "Show older sessions"
+
 function sessionRow(session) {
   const open = session.pendingRequests;
   return h("li", {},
@@ -15,8 +17,13 @@ function sessionRow(session) {
 export class SessionsView {
   constructor(main, notify) {
     this.notify = notify;
+    this.limit = PAGE;
     this.list = h("ul", { class: "sessions" });
-    main.replaceChildren(h("section", {}, h("h2", { tabIndex: -1 }, "Sessions"), this.newSession(), this.list));
+    this.older = h("button", { type: "button", onclick: () => { this.limit += PAGE; this.refresh(); } },
+      "Show older sessions");
+    this.older.hidden = true;
+    main.replaceChildren(h("section", {}, h("h2", { tabIndex: -1 }, "Sessions"), this.newSession(), this.list,
+      this.older));
     main.querySelector("h2").focus();
     this.refresh();
   }
@@ -40,13 +47,12 @@ export class SessionsView {
 
   async refresh() {
     try {
-      const { data } = await api("GET", "/api/sessions");
+      const { data } = await api("GET", `/api/sessions?limit=${this.limit}`);
+      this.older.hidden = !data.next; // the newest `limit` are listed; each click lists a page more
       const shown = JSON.stringify(data.sessions);
       if (shown === this.shown) return; // unchanged: keep the list (and the keyboard focus in it) as it is
       this.shown = shown;
       const rows = data.sessions.map(sessionRow);
-      if (data.next) rows.push(h("li", { class: "empty" }, `The newest ${rows.length} are listed; older sessions `
-        + "open from their links, or page through them with hitl sessions --before."));
       this.list.replaceChildren(...(rows.length ? rows : [h("li", { class: "empty" }, "No sessions yet.")]));
     } catch (error) {
       this.notify(error.message);
