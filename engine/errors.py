@@ -26,6 +26,12 @@ class InvalidInput(EngineError):
     code = "invalid_input"
 
 
+class InvalidQuery(EngineError):
+    """A list's cursor names nothing to page from (the gateway answers 400, as for any bad query)."""
+
+    code = "invalid_query"
+
+
 class RequestClosed(EngineError):
     """The request was already settled: nothing changes, ever."""
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import InvalidInput, NotFound
+from .errors import InvalidQuery, NotFound
 from .events import events_wire
 from .requests import request_wire
 from .runtime import Runtime
@@ -88,7 +88,7 @@ def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: t
     if cursor is not None:
         parameter, what, anchor = cursor
         if anchor is None:
-            raise InvalidInput(f"`{parameter}` names no {what}", {"parameter": parameter})
+            raise InvalidQuery(f"`{parameter}` names no {what}", {"parameter": parameter})
         here = tuple_(*order)
         there = tuple_(*(literal(getattr(anchor, column.key), column.type) for column in order))  # ids are packed
         query = query.where(here < there if newest_first else here > there)

@@ -7,7 +7,6 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from engine.conversation import cancel_turn, post_message
-from engine.errors import InvalidInput
 from engine.protocol import InputResponse, ResponseBody
 from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
 from engine.responses import submit_responses
@@ -88,10 +87,7 @@ def create_session() -> tuple[Response, int]:
 @bp.get("/sessions")
 def sessions() -> Response:
     current_principal()
-    try:
-        return jsonify(list_sessions(runtime(), limit=int_arg("limit", PAGE), before=request.args.get("before")))
-    except InvalidInput as exc:  # a cursor naming no session
-        raise ApiError(400, "invalid_query", exc.message, exc.details) from exc
+    return jsonify(list_sessions(runtime(), limit=int_arg("limit", PAGE), before=request.args.get("before")))
 
 
 @bp.post("/sessions/<session_id>/input")
@@ -134,11 +130,8 @@ def requests_inbox() -> Response:
     status = request.args.get("status")
     if status not in (None, "pending", "resolved"):
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
-    try:
-        return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
-                                     limit=int_arg("limit", PAGE), after=request.args.get("after")))
-    except InvalidInput as exc:  # a cursor naming no request
-        raise ApiError(400, "invalid_query", exc.message, exc.details) from exc
+    return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
+                                 limit=int_arg("limit", PAGE), after=request.args.get("after")))
 
 
 @bp.get("/requests/<request_id>")

@@ -187,17 +187,15 @@ def test_the_inbox_answers_in_place_and_a_session_page_follows_answers_given_els
 @pytest.fixture
 def crowded(tmp_path: Any) -> Iterator[str]:
     """The embedded gateway with one more refund waiting than the inbox's page holds."""
-    url_iter = serve(Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent="gateway.demo:agent"))
-    url = next(url_iter)
-    for n in range(PAGE + 1):
-        requests.post(f"{url}/api/sessions", json={"message": f"refund ${n + 1} on ch_1001"}, timeout=10)
-    deadline = time.monotonic() + 60
-    while len(requests.get(f"{url}/api/requests", params={"status": "pending", "limit": PAGE + 1},
-                           timeout=10).json()["requests"]) <= PAGE:  # the turns park in the background
-        assert time.monotonic() < deadline, "the refunds did not all park"
-        time.sleep(0.2)
-    yield url
-    next(url_iter, None)
+    for url in serve(Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent="gateway.demo:agent")):
+        for n in range(PAGE + 1):
+            requests.post(f"{url}/api/sessions", json={"message": f"refund ${n + 1} on ch_1001"}, timeout=10)
+        deadline = time.monotonic() + 60
+        while len(requests.get(f"{url}/api/requests", params={"status": "pending", "limit": PAGE + 1},
+                               timeout=10).json()["requests"]) <= PAGE:  # the turns park in the background
+            assert time.monotonic() < deadline, "the refunds did not all park"
+            time.sleep(0.2)
+        yield url
 
 
 def test_lists_longer_than_a_page_show_one_and_say_more_wait(
