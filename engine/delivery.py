@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .channels import ChannelAdapter, QueuePosition
+from .channels import ChannelAdapter, ChannelUnavailable, QueuePosition
 from .decisions import session_info
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
@@ -37,20 +37,30 @@ _EVENTS_AFTER = select(Event).where(Event.session_id == bindparam("session"), Ev
 _POSTS = select(Post.key, Post.ref).where(Post.session_id == bindparam("session"),
                                           Post.key.in_(bindparam("keys", expanding=True)))
 _LET_GO = update(Session).where(Session.id == bindparam("session")).values(
-    delivery_lease_until=None,
+    delivery_lease_until=bindparam("until", type_=Session.delivery_lease_until.type),
     delivered_seq=case((Session.delivered_seq < bindparam("seq"), bindparam("seq")), else_=Session.delivered_seq),
 ).returning(Session.delivered_seq < Session.event_seq)
 
 
 def deliver(rt: Runtime, session_id: str) -> None:
-    """Job body: deliver every event not yet delivered; safe to run twice or concurrently."""
+    """Job body: deliver every event not yet delivered; safe to run twice or concurrently.
+
+    A platform that says when to come back (a 429's `Retry-After`) is not called before then: the session keeps
+    its delivery lease until that time, so no job or sweep delivers it sooner, and the sweep after it goes on
+    from the first event not handled. Any other ChannelUnavailable fails the job, which RQ retries."""
     while (pending := claim(rt, session_id)) is not None:
         delivered: list[int] = []
+        until: datetime | None = None
         try:
             hand_over(rt, session_id, pending, delivered)
+        except ChannelUnavailable as exc:
+            if exc.retry_after is None:
+                raise
+            until = rt.now() + timedelta(seconds=exc.retry_after)
+            log.warning("session %s: %s; its delivery goes on after %s", session_id, exc, until.isoformat())
         finally:
-            behind = release(rt, session_id, delivered[-1] if delivered else 0, pending.unrecorded)
-        if not behind:
+            behind = release(rt, session_id, delivered[-1] if delivered else 0, pending.unrecorded, until)
+        if not behind or until is not None:
             return
 
 
@@ -115,13 +125,15 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     return opened, requests, posts
 
 
-def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post]) -> bool:
-    """Record the posts not yet recorded and let go of the lease, the cursor moved up to `delivered_seq`, in
-    one transaction. True when the session has events past the cursor (written while this deliverer ran, or
-    left by a failed delivery)."""
+def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post],
+            until: datetime | None = None) -> bool:
+    """Record the posts not yet recorded and let go of the lease (or hold it `until` then), the cursor moved up
+    to `delivered_seq`, in one transaction. True when the session has events past the cursor (written while
+    this deliverer ran, or left by a failed delivery)."""
     with rt.transaction() as db:
         db.add_all(unrecorded)
-        return db.connection().execute(_LET_GO, {"session": session_id, "seq": delivered_seq}).scalar_one()
+        return db.connection().execute(
+            _LET_GO, {"session": session_id, "seq": delivered_seq, "until": until}).scalar_one()
 
 
 def hand_over(rt: Runtime, session_id: str, pending: Pending, delivered: list[int]) -> None:

@@ -1,8 +1,9 @@
 """A small GitHub REST client on `requests`: issue comments, reactions and collaborator permissions.
 
 `api_url` is https://api.github.com, a GitHub Enterprise server's `https://<host>/api/v3`, or a test server.
-Rate limits, 5xx answers and network failures raise `engine.channels.ChannelUnavailable`, so the job that made
-the call fails and is retried; any other refusal raises GithubApiError.
+Rate limits, 5xx answers and network failures raise `engine.channels.ChannelUnavailable`: a delivery GitHub told
+when to come back (`Retry-After`, or a spent rate limit's reset time) waits until then, any other fails the job,
+which is retried; any other refusal raises GithubApiError.
 """
 
 from __future__ import annotations

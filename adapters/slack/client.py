@@ -1,7 +1,8 @@
 """Slack Web API calls (slack-sdk's WebClient) for delivery jobs: which token, and what a failure means.
 
-A 429 or a Slack outage raises engine.channels.ChannelUnavailable (the job fails and is retried, honouring
-`Retry-After`); any other error answer raises SlackApiError with Slack's error code.
+A 429 or a Slack outage raises engine.channels.ChannelUnavailable (a 429 with its `Retry-After`: the session's
+delivery waits that long; an outage fails the job, which is retried); any other error answer raises SlackApiError
+with Slack's error code.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ job never posts twice."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,6 +14,7 @@ from engine.delivery import deliver
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, api_key_principal
 from engine.queries import list_sessions
+from engine.recovery import sweep
 from tests.slack.workspace import TOKEN, Workspace
 from tests.support.agent import script
 from tests.support.fake_slack import FakeSlack
@@ -95,15 +96,18 @@ def test_an_api_address_is_a_slack_place(channel: SlackChannel) -> None:
             channel.address(bad)
 
 
-def test_a_rate_limited_delivery_fails_then_its_retry_posts_everything_once(slack: Workspace) -> None:
-    slack.fake.fail("chat.postMessage", status=429, retry_after=2, times=1000)
+def test_a_rate_limited_delivery_waits_out_retry_after_then_posts_everything_once(slack: Workspace) -> None:
+    slack.fake.fail("chat.postMessage", status=429, retry_after=30, times=1)
     slack.mention("alice", script([("refund", {"charge_id": "ch_1", "amount": 5})]))
     [session] = list_sessions(slack.stack.rt)["sessions"]
-    assert slack.fake.messages == []  # every attempt was refused
-    with pytest.raises(ChannelUnavailable) as raised:
-        deliver(slack.stack.rt, session["id"])  # what RQ records for the job, before retrying it
-    assert raised.value.retry_after == 2.0
-    slack.fake.fail("chat.postMessage", times=0)
-    deliver(slack.stack.rt, session["id"])  # the retry
+    assert slack.fake.messages == [] and len(slack.fake.called("chat.postMessage")) == 1  # refused: come back in 30 s
+    deliver(slack.stack.rt, session["id"])  # a retried job, or a sweep, within the 30 s: Slack is not called
+    sweep(slack.stack.rt)
+    assert slack.stack.rt.executor.join()  # type: ignore[attr-defined]
+    assert len(slack.fake.called("chat.postMessage")) == 1
+    later = slack.stack.rt.now() + timedelta(seconds=31)
+    slack.stack.rt.clock = lambda: later
+    assert sweep(slack.stack.rt).redelivered == 1  # after them, the sweep delivers what is missing
+    assert slack.stack.rt.executor.join()  # type: ignore[attr-defined]
     deliver(slack.stack.rt, session["id"])  # and one more, for good measure
     assert [m.now["text"] for m in slack.fake.messages] == ["step 1", "Approve refund?"]
