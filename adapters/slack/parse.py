@@ -107,9 +107,12 @@ class Said:
 
 
 def parse_mention(body: dict[str, Any], bot_user_id: str | None) -> Said | None:
-    """An `app_mention`: the session is the thread the mention is in (or starts). None: nothing but the mention."""
+    """An `app_mention`: the session is the thread the mention is in (or starts). None: nothing but the mention,
+    or a mention that is not a person writing (another app or a workflow posted it: it carries a `bot_id`)."""
     callback = model(EventCallback, body)
     event = callback.event
+    if not by_a_person(event):
+        return None
     thread = event.thread_ts or event.ts
     return said(callback, bot_user_id, thread, direct=False)
 
@@ -120,12 +123,17 @@ def parse_message(body: dict[str, Any], bot_user_id: str | None) -> Said | None:
     is the one taken)."""
     callback = model(EventCallback, body)
     event = callback.event
-    if event.bot_id or event.subtype not in HANDLED_SUBTYPES:
+    if not by_a_person(event):
         return None
     direct = event.channel_type == DIRECT
     if not direct and (event.thread_ts is None or mentions(event.text, bot_user_id)):
         return None
     return said(callback, bot_user_id, "" if direct else event.thread_ts or "", direct=direct)
+
+
+def by_a_person(event: MessageEvent) -> bool:
+    """Not a bot's post (another app's, a workflow's, our own), an edit, a join or the like."""
+    return event.bot_id is None and event.subtype in HANDLED_SUBTYPES
 
 
 def said(callback: EventCallback, bot_user_id: str | None, thread: str, direct: bool) -> Said | None:

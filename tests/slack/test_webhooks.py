@@ -120,6 +120,7 @@ def test_a_replayed_click_is_one_inbound_item(slack: Workspace) -> None:
     ("message", {"bot_id": "BBOT"}),  # the bot's own post
     ("message", {"subtype": "channel_join"}),
     ("message", {"thread_ts": "1600000000.000001"}),  # a thread no session lives in
+    ("app_mention", {"bot_id": "B0OTHER"}),  # another app (or a workflow) mentioning the bot
 ])
 def test_messages_that_are_not_a_person_writing_to_a_session_are_ignored(
         slack: Workspace, name: str, fields: dict[str, Any]) -> None:
