@@ -22,8 +22,9 @@ ACTION_PREFIX = "hitl|"
 ANSWER_VIEW = "hitl|answer"
 """The `callback_id` of the "Type an answer" modal."""
 ANSWER_BLOCK, ANSWER_INPUT = "answer", "text"
-HANDLED_SUBTYPES = {None, "thread_broadcast"}
-"""Message subtypes that are a person writing; edits, joins, bot posts and the like are ignored."""
+HANDLED_SUBTYPES = {None, "thread_broadcast", "file_share"}
+"""Message subtypes that are a person writing (also sent to the channel, or with a file attached); edits, joins,
+bot posts and the like are ignored."""
 DIRECT = "im"
 
 

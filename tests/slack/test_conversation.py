@@ -109,6 +109,14 @@ def test_a_thread_reply_answers_the_first_open_request(slack: Workspace) -> None
     assert controls(sizes) == ["S", "L", "Type an answer"]
 
 
+def test_a_reply_with_a_file_attached_answers_too(slack: Workspace) -> None:
+    """Slack sends a message with a file as the `file_share` subtype: it is still the person writing."""
+    mention = slack.mention("alice", script([QUESTION]))
+    [card] = slack.cards(mention)
+    slack.ok(slack.send_event(slack.event("message_file_share", "alice", "Blue", thread_ts=mention["ts"])))
+    assert f"Answered: Blue (by <@{USERS['alice']}>)" in texts(card)
+
+
 def test_a_reply_mentioning_the_bot_counts_once(slack: Workspace) -> None:
     """Slack sends such a reply twice (app_mention and message): only the app_mention is taken."""
     mention = slack.mention("alice", script([QUESTION]))
