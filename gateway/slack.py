@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any, Literal
@@ -266,7 +267,11 @@ def events() -> Response:
                                request.headers.get("X-Slack-Signature"), request.get_data())
     except SlackVerificationError as exc:
         raise ApiError(401, "invalid_signature", str(exc)) from exc
-    return handler().handle(request)
+    try:
+        return handler().handle(request)
+    except json.JSONDecodeError as exc:  # Bolt reads the body before any listener (or its error handler) runs
+        raise ApiError(400, "invalid_payload", "the body is not a Slack payload: JSON, or a form whose `payload` "
+                       f"is JSON ({exc.msg})") from exc
 
 
 @bp.get("/slack/install")

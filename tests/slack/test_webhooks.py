@@ -171,6 +171,18 @@ def test_a_malformed_click_on_our_control_is_a_400_and_changes_nothing(slack: Wo
     assert counts(slack) == NOTHING
 
 
+@pytest.mark.parametrize("path,body,content_type", [
+    ("/slack/events", "{not json", "application/json"),
+    ("/slack/interactions", "payload=%7Bnot+json", "application/x-www-form-urlencoded"),
+])
+def test_a_signed_body_that_is_not_json_is_a_400_and_changes_nothing(
+        slack: Workspace, path: str, body: str, content_type: str) -> None:
+    response = slack.http.post(path, data=body, headers=slack_headers(SECRET, body, content_type=content_type))
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "invalid_payload"
+    assert counts(slack) == NOTHING
+
+
 def test_a_click_on_an_unknown_request_is_kept_for_audit_only(slack: Workspace) -> None:
     payload = fixture("block_actions")
     payload["actions"][0].update(action_id="hitl|req_unknown|1", value="1")
