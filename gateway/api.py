@@ -30,7 +30,7 @@ def body() -> dict[str, Any]:
     if not request.is_json:  # curl -d sends a form, even of JSON: say what to send instead of "not JSON"
         raise ApiError(415, "unsupported_media_type", "send the body as JSON, with Content-Type: application/json",
                        {"contentType": request.mimetype or None})
-    data = request.get_json(silent=True)
+    data = json_body()
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")
     return data
@@ -46,20 +46,33 @@ def int_arg(name: str, default: int) -> int:
     return value
 
 
+def json_body() -> Any:
+    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
+
+
 def has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_nul(v) for v in value)
+    """Whether any string in `value` (keys too) holds a NUL; a loop, as a body may nest as deep as JSON goes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
 @bp.before_request
 def refuse_nul_characters() -> None:
     """PostgreSQL text cannot hold NUL: ids, queries and bodies carrying one are a 400 on every database."""
-    if has_nul([request.view_args or {}, request.args.to_dict(flat=False), request.get_json(silent=True)]):
+    if has_nul([request.view_args or {}, request.args.to_dict(flat=False), json_body()]):
         raise ApiError(400, "invalid_text", "text may not contain NUL (\\u0000) characters")
 
 

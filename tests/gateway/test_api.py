@@ -143,6 +143,22 @@ def test_a_bad_new_session_body_is_a_400_and_creates_nothing(
     assert client.get("/api/sessions").get_json()["sessions"] == []
 
 
+@pytest.mark.parametrize(("body", "status", "code"), [
+    pytest.param("[" * 100_000 + "]" * 100_000, 400, "invalid_json", id="deeper-than-the-json-parser-goes"),
+    pytest.param('{"message": "hi", "x": ' + "[" * 900 + "]" * 900 + "}", 400, "invalid_body",
+                 id="deep-under-an-unknown-key"),
+    pytest.param('{"message": "hi", "channel": "slack", "address": ' + '{"a": ' * 900 + "1" + "}" * 901,
+                 422, "unknown_channel", id="deep-address"),
+])
+def test_a_deeply_nested_body_is_a_4xx_and_creates_nothing(sqlite_stack: Stack, body: str, status: int,
+                                                           code: str) -> None:
+    client = sqlite_stack.client("alice")
+
+    expect_error(client.post("/api/sessions", data=body, content_type="application/json"), status, code)
+
+    assert client.get("/api/sessions").get_json()["sessions"] == []
+
+
 def test_a_blank_message_creates_nothing(sqlite_stack: Stack) -> None:
     client = sqlite_stack.client("alice")
     response = client.post("/api/sessions", json={"message": "   "})
