@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
+REDISES = ("redis://", "rediss://", "unix://")
+"""What REDIS_URL may start with (what redis-py's from_url takes)."""
 
 
 class ConfigurationError(Exception):
@@ -93,3 +95,10 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return value or None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _supported_redis(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(REDISES):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
