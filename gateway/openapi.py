@@ -51,6 +51,7 @@ ERRORS = {
     403: "Not a loopback client while no API keys are set, or (answers) a response the policy refused",
     404: "Unknown session or request",
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
+    413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
     422: "An option the request does not have, text where none is accepted, or a blank message",
 }
@@ -155,7 +156,7 @@ def operation(route: Route, schemas: dict[SchemaKey, dict[str, Any]]) -> dict[st
             "content": {media: {"schema": schemas[(repr(t), "serialization")]} for media, t in content.items()},
         }
     error = {"schema": schemas[(repr(Error), "serialization")]}
-    for status in (*route.errors, *((415,) if route.body is not None else ())):  # every body is JSON
+    for status in (*route.errors, *((413, 415) if route.body is not None else ())):  # every body is JSON
         responses[str(status)] = {"description": ERRORS[status], "content": {JSON: error}}
     op: dict[str, Any] = {
         "operationId": operation_id(route), "summary": route.summary,

@@ -19,6 +19,7 @@ from werkzeug.test import TestResponse
 from engine.events import emit
 from engine.storage import new_id
 from engine.tables import Event
+from gateway.api import MAX_BODY_BYTES
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, sqlite_settings
@@ -26,6 +27,7 @@ from tests.support.agent import read_ledger, script
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
 LOOKUP = script([("lookup", {"order_id": "o-1"})], final="looked up")
+ASK = script([("ask_question", {"question": "Your name?"})])
 
 
 def ran(tool: str) -> list[dict[str, Any]]:
@@ -157,6 +159,25 @@ def test_a_deeply_nested_body_is_a_4xx_and_creates_nothing(sqlite_stack: Stack, 
     expect_error(client.post("/api/sessions", data=body, content_type="application/json"), status, code)
 
     assert client.get("/api/sessions").get_json()["sessions"] == []
+
+
+def test_a_body_over_the_limit_is_a_413_and_changes_nothing(sqlite_stack: Stack) -> None:
+    client = sqlite_stack.client("alice")
+    session_id, request_id = parked(sqlite_stack, client, ASK)
+    before = event_count(client, session_id)
+    huge = "x" * MAX_BODY_BYTES
+
+    for response in (client.post("/api/sessions", json={"message": huge}),
+                     client.post(f"/api/sessions/{session_id}/input", json={"message": huge}),
+                     client.patch(f"/api/requests/{request_id}", json={"text": huge})):
+        error = expect_error(response, 413, "body_too_large")
+        assert error["details"] == {"maxBytes": MAX_BODY_BYTES}
+
+    assert [s["id"] for s in client.get("/api/sessions").get_json()["sessions"]] == [session_id]
+    assert pending_ids(client, session_id) == [request_id]
+    assert event_count(client, session_id) == before
+    just_under = client.patch(f"/api/requests/{request_id}", json={"text": "x" * (MAX_BODY_BYTES - 20)})
+    assert just_under.status_code == 200, just_under.get_data(as_text=True)
 
 
 def test_a_blank_message_creates_nothing(sqlite_stack: Stack) -> None:
