@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     answer.add_argument("choice", nargs="?", help="approve, cancel, or an option id")
     answer.add_argument("--text", help="a free-text answer to a question")
     answer.add_argument("--note", help="a note carried with cancel")
-    answer.add_argument("--as", dest="operator", required=True, help="the operator's name, for the audit trail")
+    answer.add_argument("--as", dest="operator", type=name, required=True,
+                        help="the operator's name, for the audit trail")
     answer.set_defaults(handler=cmd_answer)
     add_operator_commands(commands)
 
@@ -79,6 +80,13 @@ def count(raw: str) -> int:
     if value is None:
         raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_QUERY_INT}, not {raw!r}")
     return value
+
+
+def name(raw: str) -> str:
+    """An operator's name, trimmed: the audit trail says who answered, so it is never blank."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("a name is required (who answers, for the audit trail)")
+    return raw.strip()
 
 
 def add_operator_commands(commands: Any) -> None:

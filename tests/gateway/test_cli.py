@@ -292,6 +292,9 @@ def test_answer_needs_an_operator_name(hitl: Any, embedded: Stack) -> None:
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
     assert hitl("answer", request["requestId"], "approve").code != 0
+    for blank in ("", "   "):  # the audit trail would say "approved by" no one
+        done = hitl("answer", request["requestId"], "approve", "--as", blank)
+        assert done.code != 0 and "--as" in done.err, blank
     assert len(embedded.pending(sid)) == 1
 
 
