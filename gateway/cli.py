@@ -206,8 +206,8 @@ def who(principal: dict[str, Any] | None) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> None:
-    print(f"{'SESSION':38} {'STATUS':8} {'CHANNEL':10} {'PENDING':7} CREATED")
     page = list_sessions(runtime(), limit=args.limit, before=args.before)
+    print(f"{'SESSION':38} {'STATUS':8} {'CHANNEL':10} {'PENDING':7} CREATED")
     for s in page["sessions"]:
         print(f"{s['id']:38} {s['status']:8} {s['channel']:10} {s['pendingRequests']:<7} {timestamp(s['createdAt'])}")
     if page["next"]:

@@ -85,6 +85,14 @@ def test_sessions_lists_newest_first_with_their_open_requests(hitl: Hitl, app: S
     assert hitl("sessions", "--before", waiting_sid)[1].count("ses_") == 1  # the page after the newest
 
 
+def test_sessions_with_a_bad_cursor_prints_only_the_error(app: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["sessions", "--before", "ses_nope"])
+
+    assert exited.value.code == "hitl: `before` names no session"
+    assert capsys.readouterr().out == ""  # no table header over nothing
+
+
 @pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "99999999999"])
 def test_sessions_takes_the_limits_the_api_takes(app: Stack, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
     """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it."""
