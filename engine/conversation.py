@@ -6,6 +6,8 @@
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
 * Messages from other people wait until the turn ends (a queued turn).
 * An answer to a request that already closed authorizes nothing: it becomes a user message saying so.
+* Cancel stops the turn; only the turn's own person may, or an operator (anyone verified, when that person was
+  anonymous): cancelling closes its requests without their response policy.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import AlreadyApplied, Conflict, InvalidInput, RequestClosed
+from .errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, RequestClosed
 from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
 from .replies import match_reply
@@ -96,6 +98,13 @@ def owns(turn: Turn, principal: Principal | None) -> bool:
     return principal.same_as(Principal.model_validate(requester))
 
 
+def may_cancel(turn: Turn, principal: Principal | None) -> bool:
+    """The turn's own person, an operator, or anyone verified when the turn's person was anonymous."""
+    if principal is not None and (principal.authenticator == "operator" or turn.requested_by is None):
+        return True
+    return owns(turn, principal)
+
+
 def holds_approval(open_requests: list[InputRequest]) -> bool:
     return any(r.kind == "tool-approval" for r in open_requests)
 
@@ -125,6 +134,9 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
         if current is None:
             raise Conflict("the session has no turn to cancel", {"sessionId": session_id})
         turn = lock_turn(db, current.id, session_id)
+        if not may_cancel(turn, principal):
+            raise NotPermitted(f"only {Principal.model_validate(turn.requested_by).display_name} or an operator may "
+                               "cancel this turn", {"sessionId": session_id, "turnId": turn.id})
         for request in open_in_order(db, InputRequest.turn_id == turn.id):
             close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
         stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))

@@ -44,6 +44,12 @@ class ResponseRefused(EngineError):
     code = "response_refused"
 
 
+class NotPermitted(EngineError):
+    """This principal may not do that to this turn (cancel another person's turn)."""
+
+    code = "not_permitted"
+
+
 class Conflict(EngineError):
     code = "conflict"
 

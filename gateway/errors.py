@@ -9,13 +9,23 @@ from flask import Flask, Response, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from engine.errors import Conflict, EngineError, InvalidInput, InvalidQuery, NotFound, RequestClosed, ResponseRefused
+from engine.errors import (
+    Conflict,
+    EngineError,
+    InvalidInput,
+    InvalidQuery,
+    NotFound,
+    NotPermitted,
+    RequestClosed,
+    ResponseRefused,
+)
 
 from .schemas import MAX_QUERY_INT
 
 log = logging.getLogger(__name__)
 
-STATUS = {InvalidQuery: 400, NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403, Conflict: 409}
+STATUS = {InvalidQuery: 400, NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403,
+          NotPermitted: 403, Conflict: 409}
 
 
 class ApiError(Exception):

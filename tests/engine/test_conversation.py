@@ -10,7 +10,8 @@ import pytest
 
 from engine.conversation import cancel_turn, post_message, receive_responses
 from engine.db import Database
-from engine.protocol import InputResponse, api_key_principal
+from engine.errors import NotPermitted
+from engine.protocol import InputResponse, api_key_principal, operator_principal
 from engine.queries import events_after, session_history
 from engine.recovery import sweep
 from engine.runtime import Runtime
@@ -299,6 +300,20 @@ def test_cancel_a_waiting_turn(stack: Stack) -> None:
     assert turn["status"] == "cancelled"
     assert [r["status"] for r in turn["runs"]] == ["interrupted"]
     assert [e["tool"] for e in read_ledger()] == ["lookup"]
+
+
+def test_only_the_turns_person_or_an_operator_may_cancel_it(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
+    with pytest.raises(NotPermitted, match="only alice or an operator may cancel"):
+        cancel_turn(stack.rt, sid, api_key_principal("bob"))  # closing alice's approval without its policy
+    assert [r["status"] for r in stack.pending(sid)] == ["pending"]
+    cancel_turn(stack.rt, sid, operator_principal("ops"))
+    stack.settle()
+    assert stack.turn(sid)["status"] == "cancelled"
+    anonymous, _ = stack.start(script([("refund", {"charge_id": "ch_2", "amount": 3})]), who=None)
+    cancel_turn(stack.rt, anonymous, api_key_principal("bob"))  # an anonymous person's turn: anyone verified
+    stack.settle()
+    assert stack.turn(anonymous)["status"] == "cancelled"
 
 
 def test_cancel_during_a_running_tool(stack: Stack) -> None:

@@ -54,6 +54,12 @@ def test_a_steering_message_and_a_queued_one(stack: Stack) -> None:
 def test_cancel_through_the_api(stack: Stack) -> None:
     sid = start(stack)
     client = stack.client("alice")
+    refused = stack.client("bob").post(  # bob may not cancel alice's turn (nor settle its approval)
+        f"/api/sessions/{sid}/cancel")
+    assert (refused.status_code, refused.get_json()["error"]["code"]) == (403, "not_permitted")
+    assert "only alice or an operator may cancel" in refused.get_json()["error"]["message"]
+    [request] = client.get(f"/api/requests?sessionId={sid}").get_json()["requests"]
+    assert request["status"] == "pending"
     response = client.post(f"/api/sessions/{sid}/cancel")
     assert response.status_code == 202
     stack.settle()
