@@ -2,7 +2,8 @@
 
 An SMS is sent as GSM-7 (160 septets, 153 per part once split) unless one character is outside the GSM-7
 tables (an emoji, a smart quote): then the whole message is UCS-2 (70 UTF-16 units, 67 per part). Long tool
-input, descriptions and questions are cut with a GSM-7 marker so a prompt stays within two segments.
+input, questions, option labels and descriptions are cut with a GSM-7 marker so a prompt stays within two
+segments.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def how_to_answer(request: InputRequestOut) -> str:
 
 
 def render_prompt(request: InputRequestOut, position: QueuePosition) -> str:
-    """The request as an SMS within two segments, cutting the input, descriptions and question evenly."""
+    """The request as an SMS within two segments, cutting the input, question, labels and descriptions evenly
+    (labels too: long ones would otherwise leave the question a few letters; a number still picks the option)."""
     def at(budget: int) -> str:
-        options = [o.model_copy(update={"description": cut(o.description, budget) if o.description else None})
+        options = [o.model_copy(update={"label": cut(o.label, budget),
+                                        "description": cut(o.description, budget) if o.description else None})
                    for o in request.options]
         shorter = request.model_copy(update={"prompt": cut(request.prompt, budget), "options": options})
         return render_text(shorter, position, how_to_answer(request), input_limit=budget, marker=MARKER)

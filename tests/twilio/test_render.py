@@ -90,3 +90,18 @@ def test_a_message_body_stays_within_twilios_limit() -> None:
     assert render_message("short") == "short"
     long = render_message("word " * 1000)
     assert len(long) == MAX_BODY and long.endswith("...")
+
+
+def test_long_labels_are_cut_too_so_the_question_stays_readable() -> None:
+    """Three labels of about 35 characters and one emoji in a label: UCS-2, so two segments are 134 units. The
+    labels take their share of the cut, not the question alone (it was cut to "Whi...", in three segments)."""
+    labels = ["Blue-green with a canary 🚀", "Rolling update, one pod at a time",
+              "Recreate: stop everything, then start"]
+    question = request(kind="question", prompt="Which deployment strategy should I use tonight?", action=None,
+                       allowFreeform=True, display="select", options=[{"id": x, "label": x} for x in labels])
+    text = render_prompt(question, ONE)
+    assert segments(text) <= 2
+    lines = text.split("\n")
+    assert lines[0].startswith("Which deployment") and len(lines[0]) >= 20
+    assert [line[:8] for line in lines[1:4]] == ["1. Blue-", "2. Rolli", "3. Recre"]
+    assert lines[4] == "Reply with a number or your answer."
