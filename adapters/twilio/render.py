@@ -8,8 +8,10 @@ segments.
 
 from __future__ import annotations
 
-from engine.channels import QueuePosition, render_settled, render_text
+from engine.channels import TEXT_LABELS, QueuePosition, render_settled, render_text
 from engine.protocol import InputRequestOut
+
+from .parse import KEYWORDS
 
 GSM7_BASIC = frozenset(
     "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
@@ -55,15 +57,20 @@ def cut(text: str, limit: int) -> str:
 
 
 def how_to_answer(request: InputRequestOut) -> str:
-    """One line on how to answer: numbers first. Never CANCEL, YES or STOP: Twilio reads those as opt-out/in."""
+    """One line on how to answer: numbers first. Never CANCEL, YES or STOP: Twilio reads those as opt-out/in,
+    so when an option's label is such a word the line asks for the option's number."""
     numbers = len(request.options)
     if request.kind == "tool-approval":
         return "Reply 1 or 2 (or approve / deny)."
-    if numbers and request.allow_freeform:
+    if not numbers:
+        return "Reply with your answer."
+    keyword = any(TEXT_LABELS.get(o.id, o.label).strip().upper() in KEYWORDS for o in request.options)
+    if request.allow_freeform and not keyword:
         return "Reply with a number or your answer."
-    if numbers:
-        return "Reply 1 or 2." if numbers == 2 else f"Reply with a number from 1 to {numbers}."
-    return "Reply with your answer."
+    choose = "Reply 1 or 2" if numbers == 2 else f"Reply with a number from 1 to {numbers}"
+    if keyword:
+        choose += " (the number, not the word)"
+    return f"{choose} or your answer." if request.allow_freeform else f"{choose}."
 
 
 def render_prompt(request: InputRequestOut, position: QueuePosition) -> str:

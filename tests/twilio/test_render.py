@@ -105,3 +105,16 @@ def test_long_labels_are_cut_too_so_the_question_stays_readable() -> None:
     assert lines[0].startswith("Which deployment") and len(lines[0]) >= 20
     assert [line[:8] for line in lines[1:4]] == ["1. Blue-", "2. Rolli", "3. Recre"]
     assert lines[4] == "Reply with a number or your answer."
+
+
+@pytest.mark.parametrize(("labels", "free", "how"), [
+    (["Yes", "No"], True, "Reply 1 or 2 (the number, not the word) or your answer."),
+    (["Retry", "Skip", " quit "], True, "Reply with a number from 1 to 3 (the number, not the word) or your answer."),
+    (["Continue", "Cancel"], False, "Reply 1 or 2 (the number, not the word)."),
+])
+def test_a_question_whose_label_is_a_keyword_asks_for_the_number(labels: list[str], free: bool, how: str) -> None:
+    """Twilio takes a lone YES, STOP, CANCEL, QUIT... as opt-in or opt-out: replying such a label would answer
+    nothing, or stop every text to the number. The prompt says to reply with the number instead."""
+    question = request(kind="question", prompt="Proceed?", action=None, allowFreeform=free, display="select",
+                       options=[{"id": x, "label": x} for x in labels])
+    assert render_prompt(question, ONE).split("\n")[-1] == how
