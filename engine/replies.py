@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .channels import TEXT_LABELS
 from .requests import OPTION_SYNONYMS
 
 DENIAL = re.compile(r"^(cancel|deny)\b[\s:,-]*(?P<note>.*)$", re.IGNORECASE | re.DOTALL)
@@ -20,8 +21,9 @@ class Reply:
 
 
 def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str) -> Reply | None:
-    """Match after trimming: option id (case-insensitive), then label, then a 1-based number written only with
-    digits, then free text where allowed. `cancel <note>` / `deny <note>` carry a denial note. None: no match."""
+    """Match after trimming: option id (case-insensitive), then label (or the one text channels show instead,
+    like "Stop here"), then a 1-based number written only with digits, then free text where allowed.
+    `cancel <note>` / `deny <note>` carry a denial note. None: no match."""
     typed = text.strip()
     if not typed:
         return None
@@ -30,7 +32,8 @@ def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str) 
         if option["id"].lower() == wanted:
             return Reply(option["id"], None)
     for option in options:
-        if option["label"].strip().lower() == typed.lower():
+        shown = TEXT_LABELS.get(option["id"], option["label"])  # the label a text channel showed
+        if typed.lower() in (option["label"].strip().lower(), shown.lower()):
             return Reply(option["id"], None)
     if typed.isascii() and typed.isdigit() and 1 <= int(typed) <= len(options):
         return Reply(options[int(typed) - 1]["id"], None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent import read_ledger, script
+from tests.support.agent import MAX_STEPS, read_ledger, script
 from tests.twilio.support import ALICE, BOB, OURS, Sms, twilio_stack
 
 QUESTION = ("ask_question", {"question": "Which color?", "options": [
@@ -114,3 +114,13 @@ def test_a_messaging_service_sends_and_replies_reach_its_session(request: pytest
         history = sms.stack.history(created.get_json()["id"])
         assert [t["input"] for t in history["turns"]] == ["hello", "hello again"]
         assert sms.fake.sent[-1].sender == service and sms.fake.sent[-1].body == "noted: hello again"
+
+
+@pytest.mark.parametrize("reply", ["Stop here", "2"])
+def test_the_step_budget_prompt_is_answered_by_the_label_it_shows(sms: Sms, reply: str) -> None:
+    """SMS shows the session limit's Stop as "Stop here" (a lone STOP is an opt-out): that label answers it."""
+    sms.text(ALICE, script(*[[("lookup", {"order_id": f"o{i}"})] for i in range(MAX_STEPS + 2)]))
+    assert "\n2. Stop here\n" in sms.inbox(ALICE)[-1]
+    sms.text(ALICE, reply)
+    turn = sms.stack.turn(sms.session_at(ALICE))
+    assert turn["status"] == "cancelled" and turn["requests"][-1]["response"]["optionId"] == "stop"
