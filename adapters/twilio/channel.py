@@ -17,9 +17,12 @@ from twilio.twiml.messaging_response import MessagingResponse
 
 from engine.channels import ChannelUnavailable, QueuePosition
 from engine.contacts import is_reachable, set_reachable
-from engine.inbound import accept, message_item
+from engine.delivery import shown_requests
+from engine.inbound import accept, message_item, responses_item
 from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, Principal
+from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.queries import list_requests
+from engine.replies import match_reply
 from engine.runtime import Runtime, current
 
 from .client import TWILIO_API, SmsClient
@@ -149,13 +152,28 @@ class TwilioChannel:
         keyword = message.keyword
         if keyword is None and message.body.strip():
             accept(rt, self.name, external_id, principal, webhook.body,
-                   {**message_item(address, message.body), **audit})
+                   {**self.reply_item(rt, address, message.body), **audit})
         else:  # kept for the audit trail; never an answer, never a message to the agent
             item = {"type": "ignored", "why": keyword.value if keyword else "no text", **audit}
             fresh = accept(rt, self.name, external_id, principal, webhook.body, item)
             if fresh and keyword in (Keyword.OPT_OUT, Keyword.OPT_IN):
                 set_reachable(rt, self.name, address, keyword is Keyword.OPT_IN)
         return WebhookReply(200, EMPTY_TWIML, "text/xml")
+
+    def reply_item(self, rt: Runtime, address: str, text: str) -> dict[str, Any]:
+        """A message to the (From, To) session: it answers the prompt on the phone's screen, the last one texted.
+        When that prompt closed meanwhile (answered elsewhere, expired) and the request now first is not texted
+        yet (or cannot be: STOP), a pick of the prompt's options is a late answer to it, never an answer to the
+        request the person has not seen."""
+        shown = shown_requests(rt, self.name, address, limit=1)
+        if shown and shown[0][1].status != "pending":
+            prompt = shown[0][1]
+            pick = match_reply([o.model_dump() for o in prompt.options], False, text)
+            if pick is not None and list_requests(rt, status="pending", session_id=prompt.session_id,
+                                                  limit=1)["requests"]:
+                return responses_item([InputResponse(request_id=prompt.request_id, option_id=pick.option_id,
+                                                     text=pick.text)])
+        return message_item(address, text)
 
     def inbound_address(self, message: TwilioInbound) -> str:
         """The (From, To) session: `To` is ours, or our Messaging Service when it is `TWILIO_FROM`, so a reply

@@ -116,3 +116,18 @@ def test_other_failures_are_retried_and_nothing_is_sent_twice(sms: Sms) -> None:
     assert len(texts) == 2 and texts[0] == "step 1" and texts[1].startswith("Approve refund?")
     assert sms.fake.attempts == [ALICE] * 3
     assert reachable(sms)
+
+
+def test_a_reply_to_the_prompt_on_screen_never_answers_one_not_texted(sms: Sms) -> None:
+    """alice's phone shows the first prompt; an operator approved it meanwhile, and the second was not texted
+    (she had texted STOP). Her "1" is a late answer to the first, never an approval of the second."""
+    sms.text(ALICE, TWO_REFUNDS)
+    first, second = sms.stack.pending(sms.session_at(ALICE))
+    sms.text(ALICE, "STOP")
+    operator_approves(sms, first["requestId"])
+    sms.text(ALICE, "1")
+    assert sms.stack.pending(sms.session_at(ALICE)) == [second]
+    assert any("already closed (approved)" in m for m in messages_received(sms))
+    sms.text(ALICE, "START")  # the second prompt is texted: now "1" approves it
+    sms.text(ALICE, "1")
+    assert [e["charge_id"] for e in read_ledger()] == ["ch_1", "ch_2"]
