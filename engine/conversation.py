@@ -85,7 +85,7 @@ def typed_answer(open_requests: list[InputRequest], text: str, principal: Princi
     first = open_requests[0]
     if first.kind == "tool-approval" and principal is None:
         return None
-    reply = match_reply(first.options, first.allow_freeform, text)
+    reply = match_reply(first.options, first.allow_freeform, text, notes=first.kind == "tool-approval")
     if reply is None:
         return None
     return InputResponse(request_id=first.request_id, option_id=reply.option_id, text=reply.text)

@@ -20,10 +20,11 @@ class Reply:
     text: str | None
 
 
-def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str) -> Reply | None:
+def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str, *, notes: bool) -> Reply | None:
     """Match after trimming: option id (case-insensitive), then label (or the one text channels show instead,
     like "Stop here"), then a 1-based number written only with digits, then free text where allowed.
-    `cancel <note>` / `deny <note>` carry a denial note. None: no match."""
+    `cancel <note>` / `deny <note>` carry a denial note where the request takes one (`notes`: a tool approval;
+    a question's own `cancel` option takes no text). None: no match."""
     typed = text.strip()
     if not typed:
         return None
@@ -39,7 +40,7 @@ def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str) 
         return Reply(options[int(typed) - 1]["id"], None)
     ids = {o["id"] for o in options}
     denial = DENIAL.match(typed)
-    if denial and "cancel" in ids:
+    if notes and denial and "cancel" in ids:
         return Reply("cancel", denial.group("note").strip() or None)
     if allow_freeform:
         return Reply(None, typed)

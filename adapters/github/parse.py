@@ -185,7 +185,8 @@ def reply_response(reply: CommentReply, request: InputRequestOut) -> InputRespon
     if reply.kind == "deny" and "cancel" in ids:
         return InputResponse(request_id=request.request_id, option_id="cancel", text=reply.text)
     if reply.kind == "answer" and reply.text:
-        match = match_reply([o.model_dump() for o in request.options], request.allow_freeform, reply.text)
+        match = match_reply([o.model_dump() for o in request.options], request.allow_freeform, reply.text,
+                            notes=request.kind == "tool-approval")
         if match is not None:
             return InputResponse(request_id=request.request_id, option_id=match.option_id, text=match.text)
     return None

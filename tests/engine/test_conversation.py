@@ -168,6 +168,15 @@ def test_a_typed_denial_carries_its_note(stack: Stack, typed: str) -> None:
     assert result["error"]["message"] == "Cancelled by alice: too expensive"
 
 
+def test_cancel_with_words_is_free_text_to_a_question_whose_option_is_cancel(stack: Stack) -> None:
+    """A denial note is an approval's: to a question it is an answer (it was an option with text, refused as
+    bad input, so a channel's message was never applied)."""
+    sid, _ = stack.start(script([("ask_question", {"question": "Ship it?", "options": [
+        {"label": "ship"}, {"label": "cancel"}]})]))
+    assert stack.say(sid, "cancel, wrong address").effect == "answered"
+    assert tool_results(stack, sid) == [{"status": "answered", "answer": "cancel, wrong address"}]
+
+
 @pytest.mark.parametrize("typed", ["yes", "0x1", "1e0", "3", "ok go"])
 def test_text_that_matches_nothing_steers_and_never_approves(stack: Stack, typed: str) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
