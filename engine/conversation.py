@@ -58,7 +58,7 @@ def post_message(
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
         turn = active_turn(db, session_id)
-        if turn is None or turn.status == "queued":
+        if turn is None or not_started(db, turn):
             new_turn = queue_turn(rt, db, session, principal, text)
             return Posted("started" if turn is None else "queued", new_turn)
         turn = lock_turn(db, turn.id)
@@ -76,6 +76,12 @@ def post_message(
             return Posted("queued", queue_turn(rt, db, session, principal, text))
     assert principal is not None
     return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+
+
+def not_started(db: DbSession, turn: Turn) -> bool:
+    """A turn queued before its first run: a message waits behind it. A turn queued to resume (an answer
+    settled its requests, or its worker died) has started: its person steers it as a running one."""
+    return turn.status == "queued" and latest_run(db, turn.id) is None
 
 
 def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
@@ -178,7 +184,7 @@ def late_answer(rt: Runtime, principal: Principal, response: InputResponse) -> N
         text = (f"{principal.display_name} answered \"{answer}\" to \"{request.prompt}\", but that request was "
                 f"already closed ({request.outcome}); nothing was done with this answer.")
         turn = active_turn(db, request.session_id)
-        if turn is None or turn.status == "queued":
+        if turn is None or not_started(db, turn):
             queue_turn(rt, db, lock_session(db, request.session_id), principal, text)
         else:
             note(rt, db, turn, principal, text)

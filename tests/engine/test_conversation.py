@@ -244,6 +244,28 @@ def test_a_steer_sent_while_the_model_answers_is_read_before_the_turn_ends(stack
         "text": "first answer"}
 
 
+def test_a_turn_waiting_for_its_worker_to_resume_is_steered_and_told_of_late_answers(stack: Stack) -> None:
+    """Between an answer and the run it resumes, the turn is queued but has started: its person's message
+    steers it, and a late answer is a message to it (both started a turn of their own after it)."""
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
+    [request] = stack.pending(sid)
+    with stack.rt.following() as resumes:  # the resumed run waits until both arrived
+        stack.answer(request["requestId"], "approve", settle=False)
+        assert stack.turn(sid)["status"] == "queued"
+        posted = post_message(stack.rt, sid, api_key_principal("alice"), "use express shipping")
+        receive_responses(stack.rt, api_key_principal("bob"),
+                          [InputResponse(request_id=request["requestId"], option_id="cancel")])
+    stack.rt.push(resumes)
+    stack.settle()
+
+    assert posted.effect == "steered"
+    [turn] = stack.history(sid)["turns"]
+    assert turn["status"] == "completed"
+    said = [m["content"] for m in turn["messages"] if m["role"] == "user"][1:]
+    assert said[0] == "use express shipping" and "already closed (approved)" in said[1]
+    assert [e["tool"] for e in read_ledger()] == ["refund"]
+
+
 def test_a_message_from_someone_else_waits_for_the_turn_to_end(stack: Stack) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
     posted = stack.say(sid, script(final="bob's turn"), who="bob")
