@@ -281,8 +281,8 @@ class Driver:
             elif tool.needs_approval:
                 opened.append(open_approval(
                     db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
-                    now=now, prompt=f"Approve {tool.title} again? An earlier attempt was interrupted "
-                    "and may have partly run.",
+                    now=now, expires_at=expiry(getattr(tool.request_policy, "expires_in", None), now),
+                    prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
                 ))
             else:
                 finish_call(self.rt, db, call, turn.session_id, "failed", None, {

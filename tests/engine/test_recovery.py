@@ -10,12 +10,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
 from engine.recovery import sweep
+from engine.tables import ToolCall
 from gateway.settings import Settings
 from tests.conftest import (
     ROOT,
@@ -298,3 +300,22 @@ def test_a_sweeper_looks_for_settled_turns_first_then_only_every_settled_every(t
     finally:
         sweeper.stop()
         stack.close()
+
+
+def test_the_fresh_approval_after_a_crash_expires_as_the_tools_approvals_do(stack: Stack) -> None:
+    """refund's approvals expire after 600 s; so does the one asked again for a call a dead worker ran."""
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 4})]))
+    [request] = stack.pending(sid)
+    assert request["expiresAt"] is not None
+    with stack.rt.following() as resumes:
+        stack.answer(request["requestId"], "approve", settle=False)
+    with stack.rt.transaction() as db:  # as recover_turn() leaves a call whose worker died while it ran
+        db.execute(update(ToolCall).values(status="unknown", attempts=1, interrupted=1))
+    stack.rt.push(resumes)
+    stack.settle()
+
+    [fresh] = stack.pending(sid)
+    assert "may have partly run" in fresh["prompt"]
+    assert fresh["expiresAt"] is not None
+    opened = datetime.fromisoformat(fresh["createdAt"])
+    assert datetime.fromisoformat(fresh["expiresAt"]) - opened == timedelta(seconds=600)
