@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session as DbSession
@@ -18,7 +19,23 @@ DONE = ("completed", "failed", "not_run")
 
 
 def input_hash(data: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """The digest of a call's input as the database gives it back: PostgreSQL's JSONB keeps numbers as
+    numerics, so a float Python writes with a positive exponent (`1e+16`) reads back as an integer and a
+    negative zero as zero; each is hashed as it reads back (the input itself is kept as the model sent it)."""
+    return hashlib.sha256(json.dumps(_as_read_back(data), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _as_read_back(value: Any) -> Any:
+    if isinstance(value, float):
+        if value == 0:
+            return 0.0
+        text = repr(value)
+        return int(Decimal(text)) if "e+" in text else value
+    if isinstance(value, dict):
+        return {key: _as_read_back(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_read_back(item) for item in value]
+    return value
 
 
 def finish_call(

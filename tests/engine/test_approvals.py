@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session as DbSession
 
@@ -41,6 +42,19 @@ def test_approve_runs_the_tool_exactly_once(stack: Stack) -> None:
     assert turn["status"] == "completed"
     assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
     assert '"refunded": 20.0' in turn["result"]
+
+
+@pytest.mark.parametrize("amount", [1e16, 2.5e300, -0.0])
+def test_an_approved_call_runs_with_numbers_the_database_writes_its_own_way(stack: Stack, amount: float) -> None:
+    """PostgreSQL's JSONB gives 1e16 back as 10000000000000000 and -0.0 as 0.0: the same input, not a changed
+    one (its hash check failed the call with INPUT_CHANGED)."""
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": amount})]))
+    [request] = stack.pending(sid)
+
+    stack.answer(request["requestId"], "approve")
+
+    assert [call["amount"] for call in ran("refund")] == [amount]
+    assert "INPUT_CHANGED" not in stack.turn(sid)["result"]
 
 
 def test_cancel_with_a_note_never_runs_and_the_model_reads_the_note(stack: Stack) -> None:
