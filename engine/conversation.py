@@ -66,7 +66,7 @@ def post_message(
         answer = typed_answer(open_requests, text, principal)
         if answer is not None and principal is not None:
             emit_received(db, session_id, turn.id, text, principal.wire(), rt.now())
-        elif open_requests and open_requests[0].kind == "session-limit":
+        elif open_requests and open_requests[0].kind == "session-limit" and owns(turn, principal):
             note(rt, db, turn, principal, text)  # read once the person lets the turn continue
             return Posted("noted", turn.id)
         elif owns(turn, principal) and (turn_policy == "steer" or holds_approval(open_requests)):

@@ -434,6 +434,17 @@ def test_a_message_during_the_limit_prompt_is_answered_after_continue(stack: Sta
     assert users[-1] == "and also check o99"
 
 
+def test_a_message_from_someone_else_during_the_limit_prompt_waits_for_the_turn_to_end(stack: Stack) -> None:
+    """Only the turn's own person's words join it; bob's were read by the model inside alice's turn."""
+    sid, _ = stack.start(long_script())
+    assert stack.say(sid, script(final="bob's turn"), who="bob").effect == "queued"
+    stack.say(sid, "1")
+    first, second = stack.history(sid)["turns"]
+    assert first["result"].startswith("all looked up")
+    assert [m["content"] for m in first["messages"] if m["role"] == "user"] == [long_script()]
+    assert second["result"] == "bob's turn" and second["requestedBy"]["principalId"] == "bob"
+
+
 # -- expiry ---------------------------------------------------------------------------------------------------
 
 
