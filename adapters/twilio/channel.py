@@ -169,7 +169,7 @@ class TwilioChannel:
         if shown and shown[0][1].status != "pending":
             prompt = shown[0][1]
             pick = match_reply([o.model_dump() for o in prompt.options], False, text,
-                                notes=prompt.kind == "tool-approval")
+                               notes=prompt.kind == "tool-approval")
             if pick is not None and list_requests(rt, status="pending", session_id=prompt.session_id,
                                                   limit=1)["requests"]:
                 return responses_item([InputResponse(request_id=prompt.request_id, option_id=pick.option_id,
