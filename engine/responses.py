@@ -168,7 +168,7 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if verdict != "allowed":
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending":
+        if request.status == "pending" and turn.status == "waiting":  # a running turn says so when it parks
             emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
         return ResponseResult(request_id, "refused", request_out(request), reason)
     response = {"optionId": checked.option_id, "text": checked.text}

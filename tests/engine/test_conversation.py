@@ -347,6 +347,19 @@ def test_only_the_turns_person_or_an_operator_may_cancel_it(stack: Stack) -> Non
     assert stack.turn(anonymous)["status"] == "cancelled"
 
 
+def test_a_refused_answer_while_the_turn_runs_does_not_say_the_turn_waits(stack: Stack) -> None:
+    opened = open_session(stack.rt, api_key_principal("alice"), message=script(
+        [("ask_question", {"question": "Your name?"}), ("slow_sync", {"seconds": 2})]))
+    wait_for(started("slow_sync"), what="the tool to start")
+    [request] = stack.pending(opened.session_id)
+    assert stack.answer(request["requestId"], text="Bob", who="bob", settle=False).status == "refused"
+    stack.settle()
+    types = stack.event_types(opened.session_id)
+    # the turn was running: it says it waits once, when it parks after the tool, not at bob's refusal too
+    assert types.count("turn.waiting") == 1
+    assert types.index("approval.candidate") < types.index("action.result") < types.index("turn.waiting")
+
+
 def test_cancel_during_a_running_tool(stack: Stack) -> None:
     opened = open_session(stack.rt, api_key_principal("alice"),
                           message=script([("slow_sync", {"seconds": 3})], [("lookup", {"order_id": "after"})]))
