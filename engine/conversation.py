@@ -75,7 +75,11 @@ def post_message(
         else:
             return Posted("queued", queue_turn(rt, db, session, principal, text))
     assert principal is not None
-    return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+    try:
+        return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+    except RequestClosed:  # settled by someone else since the message was read: a late answer (rule 8)
+        late_answer(rt, principal, answer)
+        return Posted("noted", turn.id)
 
 
 def not_started(db: DbSession, turn: Turn) -> bool:

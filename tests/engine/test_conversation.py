@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from engine import conversation
 from engine.conversation import cancel_turn, post_message, receive_responses
 from engine.db import Database
 from engine.errors import NotPermitted
-from engine.protocol import InputResponse, api_key_principal, operator_principal
+from engine.protocol import InputResponse, Principal, api_key_principal, operator_principal
 from engine.queries import events_after, session_history
 from engine.recovery import sweep
+from engine.responses import ResponseResult, submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
 from tests.conftest import Stack
@@ -283,6 +285,30 @@ def test_a_message_from_someone_else_waits_for_the_turn_to_end(stack: Stack) -> 
 
 
 # -- stale answers -----------------------------------------------------------------------------------------
+
+
+def test_a_typed_answer_overtaken_by_another_becomes_a_late_answer(stack: Stack,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    sid, _ = stack.start(script([COLORS]))
+    [request] = stack.pending(sid)
+
+    def bob_first(rt: Runtime, principal: Principal, responses: list[InputResponse]) -> list[ResponseResult]:
+        """Bob's click lands between alice's message being read and her answer being submitted."""
+        submit_responses(rt, operator_principal("bob"), [InputResponse(request_id=request["requestId"],
+                                                                       option_id="Red")])
+        return submit_responses(rt, principal, responses)
+
+    monkeypatch.setattr(conversation, "submit_responses", bob_first)
+    with stack.rt.following() as resumes:  # the resumed run waits until both arrived
+        posted = post_message(stack.rt, sid, api_key_principal("alice"), "Blue")
+    stack.rt.push(resumes)
+    stack.settle()
+
+    assert posted.effect == "noted"  # not lost, not an error: the turn hears of it
+    [turn] = stack.history(sid)["turns"]
+    assert turn["requests"][0]["response"]["optionId"] == "Red"
+    said = [m["content"] for m in turn["messages"] if m["role"] == "user"]
+    assert 'answered "Blue" to "Which color?"' in said[-1] and "already closed (answered)" in said[-1]
 
 
 def test_a_late_answer_authorizes_nothing_and_becomes_a_message(stack: Stack) -> None:
