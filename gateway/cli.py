@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
 from engine.errors import EngineError
 from engine.executors import InlineExecutor
 from engine.operator import resume_turn
@@ -72,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.handler(args)
     except (ConfigurationError, EngineError) as exc:
         sys.exit(f"hitl: {exc}")
+    except OperationalError as exc:  # down, unreachable, refused us, or a SQLite file that cannot be opened
+        sys.exit(f"hitl: the database of DATABASE_URL cannot be used: {str(exc.orig).strip().splitlines()[0]}")
 
 
 def count(raw: str) -> int:

@@ -401,6 +401,19 @@ def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str
     assert "Traceback" not in done.stderr and "k-2-secret" not in done.stderr  # an API key is never echoed
 
 
+@pytest.mark.parametrize(("url", "problem"), [
+    ("postgresql://postgres:s3cret@127.0.0.1:1/hitl", "Connection refused"),  # nothing listens on port 1
+    ("sqlite:////nonexistent-folder/hitl.db", "unable to open database file"),
+])
+def test_a_database_that_cannot_be_used_is_one_line(url: str, problem: str) -> None:
+    done = run_hitl("requests", DATABASE_URL=url, REDIS_URL="")
+
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]  # after the log's warning, on PostgreSQL, that it could not check
+    assert last.startswith("hitl: the database of DATABASE_URL cannot be used: "), done.stderr
+    assert problem in last and "Traceback" not in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
     done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
                     REDIS_URL="")
