@@ -6,6 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
@@ -67,6 +69,10 @@ class Settings(BaseSettings):
     def _supported_database(cls, value: str) -> str:
         if not value.startswith(DATABASES):
             raise ValueError("must be a sqlite:/// or postgresql:// URL")
+        try:
+            make_url(value)
+        except (ValueError, ArgumentError):  # a port that is not a number (its own message would echo the URL)
+            raise ValueError("is not a URL SQLAlchemy can read (is the port a number?)") from None
         return value
 
     @field_validator("api_keys", mode="before")

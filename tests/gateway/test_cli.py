@@ -386,6 +386,8 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
     ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
     ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
     ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: Value error, must be a sqlite:/// or postgresql:// URL"),
+    ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
+     "DATABASE_URL: Value error, is not a URL SQLAlchemy can read (is the port a number?)"),
     ("REDIS_URL", "localhost:6379", "REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
     ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like key=principalId, and "
                                               "entry 2 does not"),
