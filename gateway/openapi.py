@@ -48,8 +48,8 @@ PROMETHEUS = "text/plain; version=0.0.4"
 ERRORS = {
     400: "Malformed body, unknown keys, or a bad query parameter",
     401: "Missing or wrong API key",
-    403: "Not a loopback client while no API keys are set, (answers) a response the policy refused, or (cancel) "
-         "another person's turn",
+    403: "Not a loopback client (or a Host or Origin not its own) while no API keys are set, (answers) a response "
+         "the policy refused, or (cancel) another person's turn",
     404: "Unknown session or request",
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
     413: "A body over 1 MiB",

@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, validation_alias="REDIS_URL")
     agent: str = Field("gateway.demo:agent", validation_alias="HITL_AGENT")
     api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias="HITL_API_KEYS")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="HITL_ALLOWED_HOSTS")
     lease_seconds: int = Field(30, ge=3, validation_alias="HITL_LEASE_SECONDS")
     queue: str = Field("hitl", pattern=r"^[A-Za-z0-9_-]+$", validation_alias="HITL_QUEUE")
     sweep_seconds: float = Field(10.0, gt=0, validation_alias="HITL_SWEEP_SECONDS")
@@ -89,10 +90,10 @@ class Settings(BaseSettings):
             keys[key.strip()] = principal.strip()
         return keys
 
-    @field_validator("twilio_allow_from", mode="before")
+    @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
     @classmethod
-    def _parse_numbers(cls, value: object) -> object:
-        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`."""
+    def _parse_lists(cls, value: object) -> object:
+        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value

@@ -822,6 +822,71 @@ def test_without_keys_other_clients_are_turned_away(open_stack: Stack, remote: s
     assert len(open_stack.client(None).get("/api/sessions").get_json()["sessions"]) == 1
 
 
+@pytest.mark.parametrize("host", ["attacker.example:8000", "attacker.example", "localhost.attacker.example",
+                                  "127.0.0.1.nip.io:8000"])
+def test_without_keys_a_page_rebound_to_loopback_is_turned_away(open_stack: Stack, host: str) -> None:
+    """DNS rebinding: a page whose name now resolves to 127.0.0.1 calls the gateway from the victim's browser, same
+    origin as far as the browser knows: loopback, but with its own name as Host. It may not act as the operator."""
+    session_id, _ = open_stack.start(REFUND, who="alice")
+    [request] = open_stack.pending(session_id)
+    before = len(open_stack.events(session_id))
+    client = open_stack.client(None)
+
+    for name, route in ROUTES.items():
+        response = call(client, route, session_id, request["requestId"], base_url=f"http://{host}")
+        assert response.status_code == 403, name
+        assert response.get_json()["error"]["code"] == "host_not_allowed", name
+    for path, accept in ((f"/api/sessions/{session_id}/events", "text/event-stream"), ("/metrics", "text/plain")):
+        response = client.get(path, base_url=f"http://{host}", headers={"Accept": accept})
+        assert response.status_code == 403, path
+    cancel = client.post(f"/api/sessions/{session_id}/cancel", base_url=f"http://{host}")
+    assert cancel.status_code == 403
+
+    open_stack.settle()
+    assert [r["requestId"] for r in open_stack.pending(session_id)] == [request["requestId"]]
+    assert len(open_stack.events(session_id)) == before
+    assert read_ledger() == []
+
+
+@pytest.mark.parametrize("host", ["localhost:8000", "LOCALHOST", "127.0.0.1:8000", "[::1]:8000", "hitl.localhost:8000",
+                                  "10.0.0.5:8000"])
+def test_without_keys_the_local_operator_may_use_a_local_name_or_an_ip_address(open_stack: Stack, host: str) -> None:
+    client = open_stack.client(None)
+
+    response = client.post("/api/sessions", json={"message": LOOKUP}, base_url=f"http://{host}")
+
+    assert response.status_code == 201
+
+
+def test_without_keys_a_listed_host_is_served(tmp_path: Path) -> None:
+    listed = Stack("sqlite", Settings(database_url=f"sqlite:///{tmp_path / 'open.db'}", agent=TEST_AGENT, api_keys={},
+                                      HITL_ALLOWED_HOSTS="hitl.test, devbox"))
+    try:
+        client = listed.client(None)
+        assert client.get("/api/sessions", base_url="http://hitl.test:8000").status_code == 200
+        assert client.get("/api/sessions", base_url="http://DevBox").status_code == 200
+        assert client.get("/api/sessions", base_url="http://other.test:8000").status_code == 403
+    finally:
+        listed.close()
+
+
+def test_without_keys_a_post_from_another_origin_changes_nothing(open_stack: Stack) -> None:
+    """A form another site posts to http://127.0.0.1:8000 (no preflight) carries that site's Origin: refused."""
+    session_id, _ = open_stack.start(REFUND, who="alice")
+    client = open_stack.client(None)
+
+    for origin in ("https://attacker.example", "null", "http://localhost:3000"):
+        response = client.post(f"/api/sessions/{session_id}/cancel", base_url="http://127.0.0.1:8000",
+                               headers={"Origin": origin, "Content-Type": "application/x-www-form-urlencoded"})
+        assert response.status_code == 403, origin
+        assert response.get_json()["error"]["code"] == "origin_not_allowed", origin
+    assert open_stack.turn(session_id)["status"] == "waiting"
+
+    same = client.post(f"/api/sessions/{session_id}/cancel", base_url="http://127.0.0.1:8000",
+                       headers={"Origin": "http://127.0.0.1:8000"})
+    assert same.status_code == 202
+
+
 # -- health -------------------------------------------------------------------------------------------
 
 
