@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.exc import OperationalError
+from werkzeug.serving import WSGIRequestHandler
 
 from engine.errors import EngineError
 from engine.executors import InlineExecutor
@@ -23,6 +24,7 @@ from engine.runtime import Runtime
 from .compose import build_runtime
 from .schemas import MAX_QUERY_INT, PAGE, query_int
 from .settings import ConfigurationError, load_settings
+from .stream import redact_access_token
 
 log = logging.getLogger("hitl")
 
@@ -120,12 +122,19 @@ def finish_jobs(rt: Runtime) -> None:
         join()
 
 
+class ServeRequestHandler(WSGIRequestHandler):
+    """Werkzeug's, logging each request line with an event stream's `?access_token=` key hidden."""
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        super().log(type, message, *(redact_access_token(arg) if isinstance(arg, str) else arg for arg in args))
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     from .app import create_app
 
     app = create_app()
     print(f"hitl-gateway serving http://{args.host}:{args.port}", flush=True)
-    app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)
+    app.run(host=args.host, port=args.port, threaded=True, use_reloader=False, request_handler=ServeRequestHandler)
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

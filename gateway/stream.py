@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,14 @@ RETRY_MILLISECONDS = 1000  # how long a browser's EventSource waits before it re
 def wants_event_stream() -> bool:
     """True when the client asks for SSE (an EventSource sends `Accept: text/event-stream`)."""
     return request.accept_mimetypes.best_match(["application/json", "text/event-stream"]) == "text/event-stream"
+
+
+ACCESS_TOKEN = re.compile(r"(\baccess_token=)[^&#\s\"]*")
+
+
+def redact_access_token(text: str) -> str:
+    """`text` (a request line, a URL) with the key of any `access_token=` hidden, for logs."""
+    return ACCESS_TOKEN.sub(r"\1[hidden]", text)
 
 
 def stream_principal() -> Principal:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from flask import Flask
+from werkzeug.serving import make_server
 
-from gateway import stream
-from tests.conftest import Stack
+from gateway import cli, stream
+from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import script
 from tests.support.live_server import live_server
 
@@ -143,3 +149,30 @@ def test_without_the_event_stream_accept_header_the_answer_is_the_json_list(stac
     token_only = requests.get(f"{server}/api/sessions/{session_id}/events", params={"access_token": "alice-key"},
                               timeout=10)
     assert token_only.status_code == 401  # access_token stands in for the header on the stream only
+
+
+def test_hitl_serve_logs_the_event_stream_without_its_access_token(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`hitl serve` logs each request line; an EventSource's key rides in the query, so the log shows it hidden."""
+    stack = Stack("sqlite", sqlite_settings(tmp_path))
+    options: dict[str, Any] = {}
+    monkeypatch.setattr("gateway.app.create_app", lambda: stack.app)
+    monkeypatch.setattr(Flask, "run", lambda app, **given: options.update(given))
+    cli.cmd_serve(argparse.Namespace(host="127.0.0.1", port=8000))
+    httpd = make_server("127.0.0.1", 0, stack.app, threaded=True, request_handler=options.get("request_handler"))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="werkzeug"):
+            for key in ("alice-key", "not-a-key"):
+                response = requests.get(f"http://127.0.0.1:{httpd.server_port}/api/sessions/ses_nope/events",
+                                        params={"after": "0", "access_token": key}, headers=SSE, timeout=10)
+                assert response.status_code in (401, 404)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        stack.close()
+
+    lines = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
+    assert [line for line in lines if "/api/sessions/ses_nope/events?after=0&access_token=" in line], lines
+    assert not [line for line in lines if "alice-key" in line or "not-a-key" in line], lines
