@@ -7,8 +7,8 @@ import logging
 from flask import Blueprint, Response, abort, current_app, request
 
 from adapters.twilio import (
-    E164,
     MESSAGING_SERVICE,
+    TWILIO_NUMBER,
     SmsWebhook,
     TwilioChannel,
     TwilioConfig,
@@ -48,7 +48,8 @@ def sms() -> Response:
 
 
 def twilio_channel(settings: Settings) -> TwilioChannel | None:
-    """The SMS channel when `TWILIO_ACCOUNT_SID` is set; fails at start-up naming what else is missing."""
+    """The SMS (and WhatsApp) channel when `TWILIO_ACCOUNT_SID` is set; fails at start-up naming what else is
+    missing."""
     if not settings.twilio_account_sid:
         return None
     token, sender, base_url = settings.twilio_auth_token, settings.twilio_from, settings.public_base_url
@@ -56,8 +57,9 @@ def twilio_channel(settings: Settings) -> TwilioChannel | None:
         required = {"TWILIO_AUTH_TOKEN": token, "TWILIO_FROM": sender, "PUBLIC_BASE_URL": base_url}
         missing = " and ".join(name for name, value in required.items() if not value)
         raise ConfigurationError(f"TWILIO_ACCOUNT_SID is set but {missing} is not")
-    if not (E164.match(sender) or MESSAGING_SERVICE.match(sender)):
-        raise ConfigurationError(f"TWILIO_FROM is an E.164 number or a Messaging Service SID (MG...), not {sender!r}")
+    if not (TWILIO_NUMBER.match(sender) or MESSAGING_SERVICE.match(sender)):
+        raise ConfigurationError("TWILIO_FROM is an E.164 number, a WhatsApp sender (whatsapp:+E.164) or a "
+                                 f"Messaging Service SID (MG...), not {sender!r}")
     if not base_url.startswith(("https://", "http://")):
         raise ConfigurationError(f"PUBLIC_BASE_URL is the gateway's public URL (https://...), not {base_url!r}")
     try:

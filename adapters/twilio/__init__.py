@@ -1,4 +1,4 @@
-"""Twilio SMS: a text-only channel showing one request at a time (DESIGN.md section 7)."""
+"""Twilio SMS and WhatsApp: a text-only channel showing one request at a time (DESIGN.md section 7)."""
 
 from .channel import SmsWebhook, TwilioChannel, TwilioConfig, WebhookReply
 from .client import SmsClient
@@ -10,13 +10,14 @@ from .errors import (
     TwilioSenderRefused,
     TwilioVerificationError,
 )
-from .parse import E164, MESSAGING_SERVICE, parse_allow_list
+from .parse import E164, MESSAGING_SERVICE, TWILIO_NUMBER, parse_allow_list
 
 __all__ = [
     "E164",
     "MESSAGING_SERVICE",
     "SmsClient",
     "SmsWebhook",
+    "TWILIO_NUMBER",
     "TwilioApiError",
     "TwilioChannel",
     "TwilioConfig",

@@ -1,4 +1,5 @@
 """`TwilioChannel`: SMS as a text-only channel, one request at a time, one session per (our number, theirs).
+WhatsApp is the same channel with `whatsapp:+E.164` numbers on both sides (its own sessions and principals).
 
 Outbound (delivery jobs): prompts, confirmations, assistant messages and refusals go out through
 `messages.create`, unless the number opted out (engine.contacts). Inbound (`receive`, behind the gateway's
@@ -9,6 +10,7 @@ keywords Twilio acts on itself, and store anything else as a message for the (Fr
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +29,7 @@ from engine.runtime import Runtime, current
 
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioSenderRefused, TwilioVerificationError
-from .parse import E164, Keyword, TwilioInbound, parse_twilio_form, twilio_principal
+from .parse import TWILIO_NUMBER, WHATSAPP, Keyword, TwilioInbound, is_whatsapp, parse_twilio_form, twilio_principal
 from .render import render_confirmation, render_message, render_prompt, render_refusal
 from .verify import public_url, verify_twilio_signature
 
@@ -42,7 +44,7 @@ class TwilioConfig:
     account_sid: str
     auth_token: str
     sender: str
-    """`TWILIO_FROM`: our number, or a Messaging Service SID (`MG...`)."""
+    """`TWILIO_FROM`: our number, our WhatsApp sender (`whatsapp:+...`), or a Messaging Service SID (`MG...`)."""
     public_base_url: str
     allow_from: Mapping[str, str | None] = field(default_factory=dict)
     """Numbers that may text us -> their display names (None: show the number)."""
@@ -67,16 +69,20 @@ class WebhookReply:
     content_type: str
 
 
+SESSION_ADDRESS = re.compile(r"^twilio:((?:whatsapp:)?[^:]+):((?:whatsapp:)?[^:]+)$")
+
+
 def session_address(ours: str, theirs: str) -> str:
     return f"twilio:{ours}:{theirs}"
 
 
 def split_address(address: str) -> tuple[str, str]:
-    """(our number or Messaging Service SID, their number) of a `twilio:<ours>:<theirs>` address."""
-    channel, ours, theirs = address.split(":")
-    if channel != "twilio":
+    """(our number or Messaging Service SID, their number) of a `twilio:<ours>:<theirs>` address; on WhatsApp
+    the numbers keep their `whatsapp:` prefix (`twilio:whatsapp:+1555...:whatsapp:+1555...`)."""
+    match = SESSION_ADDRESS.match(address)
+    if match is None:
         raise ValueError(f"not a Twilio address: {address!r}")
-    return ours, theirs
+    return match[1], match[2]
 
 
 class TwilioChannel:
@@ -91,16 +97,26 @@ class TwilioChannel:
         self.runtime = runtime
 
     def address(self, data: dict[str, Any]) -> str:
-        """`{to: "+15551230001"}`: the session texts its requests to that number, from `TWILIO_FROM`."""
+        """`{to: "+15551230001"}`: the session texts its requests to that number, from `TWILIO_FROM`;
+        `{to: "whatsapp:+15551230001"}` writes to that WhatsApp number, from a WhatsApp `TWILIO_FROM` (or a
+        Messaging Service, which may hold both)."""
         to = data.get("to")
-        if set(data) != {"to"} or not isinstance(to, str) or not E164.match(to):
-            raise ValueError('a Twilio address is {"to": "<E.164 number, like +15551230001>"}')
-        return session_address(self.config.sender, to)
+        if set(data) != {"to"} or not isinstance(to, str) or not TWILIO_NUMBER.match(to):
+            raise ValueError('a Twilio address is {"to": "<E.164 number, like +15551230001>"}, '
+                             'or {"to": "whatsapp:+15551230001"} for WhatsApp')
+        sender = self.config.sender
+        if is_whatsapp(sender) and not is_whatsapp(to):
+            raise ValueError(f'TWILIO_FROM is a WhatsApp sender ({sender}): the address is {{"to": "whatsapp:{to}"}}')
+        if is_whatsapp(to) and not is_whatsapp(sender) and not sender.startswith("MG"):
+            raise ValueError(f"TWILIO_FROM ({sender}) sends SMS: writing to {to} takes a WhatsApp sender, "
+                             f"TWILIO_FROM={WHATSAPP}+E.164, or a Messaging Service (MG...) with one")
+        return session_address(sender, to)
 
     # -- outbound, from delivery jobs ------------------------------------------------------------------
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
-        return self.send(session, render_prompt(request, position))
+        _, theirs = split_address(session.address)
+        return self.send(session, render_prompt(request, position, whatsapp=is_whatsapp(theirs)))
 
     def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         self.send(session, render_confirmation(request))
@@ -109,7 +125,8 @@ class TwilioChannel:
         return self.send(session, render_message(text))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
-        """Text the refusal to a responder who answered by SMS; one who answered elsewhere was told there."""
+        """Text the refusal to a responder who answered from this number (by SMS, or this WhatsApp); one who
+        answered elsewhere was told there."""
         _, theirs = split_address(session.address)
         if responder.authenticator == self.name and responder.principal_id == f"twilio:{theirs}":
             self.send(session, render_refusal(request, reason))
@@ -133,7 +150,8 @@ class TwilioChannel:
     # -- inbound, from the gateway's webhook ------------------------------------------------------------
 
     def receive(self, rt: Runtime, webhook: SmsWebhook) -> WebhookReply:
-        """Handle one incoming SMS and answer Twilio at once with empty TwiML (replies go out from jobs).
+        """Handle one incoming SMS or WhatsApp message and answer Twilio at once with empty TwiML (replies go
+        out from jobs).
 
         Raises TwilioVerificationError (not signed by Twilio for this account), TwilioParseError (signed but
         not an incoming message) or TwilioSenderRefused (a number outside the allow list): all without effect.

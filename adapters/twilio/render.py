@@ -3,7 +3,8 @@
 An SMS is sent as GSM-7 (160 septets, 153 per part once split) unless one character is outside the GSM-7
 tables (an emoji, a smart quote): then the whole message is UCS-2 (70 UTF-16 units, 67 per part). Long tool
 input, questions, option labels and descriptions are cut with a GSM-7 marker so a prompt stays within two
-segments.
+segments. WhatsApp has no segments: its prompts are cut only to Twilio's body limit, and need not avoid the
+words Twilio acts on by SMS.
 """
 
 from __future__ import annotations
@@ -56,15 +57,16 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - len(MARKER), 0)] + MARKER
 
 
-def how_to_answer(request: InputRequestOut) -> str:
-    """One line on how to answer: numbers first. Never CANCEL, YES or STOP: Twilio reads those as opt-out/in,
-    so when an option's label is such a word the line asks for the option's number."""
+def how_to_answer(request: InputRequestOut, whatsapp: bool = False) -> str:
+    """One line on how to answer: numbers first. By SMS never CANCEL, YES or STOP: Twilio reads those as
+    opt-out/in, so when an option's label is such a word the line asks for the option's number."""
     numbers = len(request.options)
     if request.kind == "tool-approval":
         return "Reply 1 or 2 (or approve / deny)."
     if not numbers:
         return "Reply with your answer."
-    keyword = any(TEXT_LABELS.get(o.id, o.label).strip().upper() in KEYWORDS for o in request.options)
+    keyword = not whatsapp and any(TEXT_LABELS.get(o.id, o.label).strip().upper() in KEYWORDS
+                                   for o in request.options)
     if request.allow_freeform and not keyword:
         return "Reply with a number or your answer."
     choose = "Reply 1 or 2" if numbers == 2 else f"Reply with a number from 1 to {numbers}"
@@ -73,22 +75,26 @@ def how_to_answer(request: InputRequestOut) -> str:
     return f"{choose} or your answer." if request.allow_freeform else f"{choose}."
 
 
-def render_prompt(request: InputRequestOut, position: QueuePosition) -> str:
-    """The request as an SMS within two segments, cutting the input, question, labels and descriptions evenly
-    (labels too: long ones would otherwise leave the question a few letters; a number still picks the option)."""
+def render_prompt(request: InputRequestOut, position: QueuePosition, whatsapp: bool = False) -> str:
+    """The request as an SMS within two segments (a WhatsApp message within the body limit), cutting the input,
+    question, labels and descriptions evenly (labels too: long ones would otherwise leave the question a few
+    letters; a number still picks the option)."""
     def at(budget: int) -> str:
         options = [o.model_copy(update={"label": cut(o.label, budget),
                                         "description": cut(o.description, budget) if o.description else None})
                    for o in request.options]
         shorter = request.model_copy(update={"prompt": cut(request.prompt, budget), "options": options})
-        return render_text(shorter, position, how_to_answer(request), input_limit=budget, marker=MARKER)
+        return render_text(shorter, position, how_to_answer(request, whatsapp), input_limit=budget, marker=MARKER)
+
+    def fits(text: str) -> bool:
+        return len(text) <= MAX_BODY if whatsapp else segments(text) <= PROMPT_SEGMENTS
 
     low, high = 2 * len(MARKER), MAX_BODY
-    if segments(at(high)) <= PROMPT_SEGMENTS:
+    if fits(at(high)):
         return at(high)
     while low < high:  # the largest budget that fits
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if segments(at(middle)) <= PROMPT_SEGMENTS else (low, middle - 1)
+        low, high = (middle, high) if fits(at(middle)) else (low, middle - 1)
     return cut(at(low), MAX_BODY)
 
 

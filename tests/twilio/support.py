@@ -26,6 +26,7 @@ ALICE, BOB, CAROL = "+15550001111", "+15550002222", "+15550003333"
 PHONES = {"alice": ALICE, "bob": BOB}
 ALLOW_FROM = f"alice={ALICE},bob={BOB}"
 """CAROL is a real phone, but not on the allow list."""
+WHATSAPP = "whatsapp:"
 PUBLIC_BASE_URL = "https://hitl.example.com"
 WEBHOOK_URL = PUBLIC_BASE_URL + "/twilio/sms"
 
@@ -93,8 +94,13 @@ class Sms:
                                 headers={"X-Twilio-Signature": signature, **(headers or {})})
 
     def form(self, sender: str, body: str, **fields: str) -> dict[str, str]:
-        """An incoming-message webhook as Twilio sends it (every documented field), with a fresh MessageSid."""
+        """An incoming-message webhook as Twilio sends it (every documented field), with a fresh MessageSid;
+        from a `whatsapp:` sender, a WhatsApp message to our number's WhatsApp sender."""
         sid = f"SM{uuid.uuid4().hex}"
+        if sender.startswith(WHATSAPP):
+            return {**fixture("incoming_whatsapp.json"), "MessageSid": sid, "SmsSid": sid, "SmsMessageSid": sid,
+                    "From": sender, "To": WHATSAPP + OURS, "WaId": sender.removeprefix(WHATSAPP + "+"),
+                    "Body": body, **fields}
         return {**fixture("incoming_sms.json"), "MessageSid": sid, "SmsSid": sid, "SmsMessageSid": sid,
                 "From": sender, "To": OURS, "Body": body, **fields}
 
@@ -114,6 +120,8 @@ class Sms:
         return self.fake.to(number)
 
     def session_at(self, number: str) -> str:
+        """The latest session with `number` (a `whatsapp:` one talks to our number's WhatsApp sender)."""
+        ours = WHATSAPP + OURS if number.startswith(WHATSAPP) else OURS
         with self.stack.rt.db.read() as db:
-            return str(db.execute(select(Session.id).where(Session.address == f"twilio:{OURS}:{number}")
+            return str(db.execute(select(Session.id).where(Session.address == f"twilio:{ours}:{number}")
                                   .order_by(Session.created_at.desc()).limit(1)).scalar_one())
