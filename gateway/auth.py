@@ -44,6 +44,9 @@ def local_operator() -> Principal:
     (its Origin says so), so such requests are refused, as Jupyter and Vite refuse them."""
     if not is_loopback(request.remote_addr):
         raise ApiError(403, "loopback_only", "with no HITL_API_KEYS set, only local clients are served")
+    if "X-Forwarded-For" in request.headers or "Forwarded" in request.headers:  # a proxy on this host passed it on
+        raise ApiError(403, "loopback_only", "with no HITL_API_KEYS set, only local clients are served, not ones "
+                       "a proxy forwards: set HITL_API_KEYS to serve through a proxy")
     listed = [name.lower() for name in current_app.config["HITL_SETTINGS"].allowed_hosts]
     if not is_local_name(request.host, listed):
         raise ApiError(403, "host_not_allowed", "with no HITL_API_KEYS set, the Host must be localhost, an IP "

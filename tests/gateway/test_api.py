@@ -784,6 +784,22 @@ def test_without_keys_a_loopback_client_is_the_local_operator(open_stack: Stack)
     assert ipv6.status_code == 200 and len(ipv6.get_json()["sessions"]) == 1
 
 
+@pytest.mark.parametrize("header", [{"X-Forwarded-For": "203.0.113.7"}, {"Forwarded": "for=203.0.113.7"}])
+def test_without_keys_a_client_a_proxy_forwards_is_not_the_local_operator(open_stack: Stack,
+                                                                         header: dict[str, str]) -> None:
+    session_id, _ = open_stack.start(REFUND, who="alice")
+    [request] = open_stack.pending(session_id)
+    client = open_stack.client(None)  # from loopback, as a reverse proxy on the same host connects
+
+    approve = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"}, headers=header)
+    listing = client.get("/api/sessions", headers=header)
+
+    for response in (approve, listing):
+        assert (response.status_code, response.get_json()["error"]["code"]) == (403, "loopback_only")
+    assert "HITL_API_KEYS" in approve.get_json()["error"]["message"]
+    assert [r["status"] for r in open_stack.pending(session_id)] == ["pending"]
+
+
 def test_without_keys_the_local_operator_may_settle_anyones_request(open_stack: Stack) -> None:
     session_id, _ = open_stack.start(REFUND, who="alice")
     [request] = open_stack.pending(session_id)
