@@ -37,7 +37,8 @@ class ChannelAdapter(Protocol):
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
         """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id), or
-        None when nothing was posted (the address is unreachable): see engine.contacts."""
+        None when nothing was posted (the address is unreachable): see engine.contacts. Any post may raise
+        ChannelUnavailable (try again later) or ChannelRefused (never)."""
         ...
 
     def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
@@ -71,6 +72,12 @@ class ChannelUnavailable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ChannelRefused(Exception):
+    """The platform refused this post for good (the bot left the channel, the issue is gone, the token lost
+    access): delivery logs it as an error, records the post as not made and goes on with the next event, so
+    nothing is retried forever; the requests stay open for the other channels, the console and the API."""
 
 
 # -- text rendering, shared by the text-only channels ------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .channels import ChannelAdapter, ChannelUnavailable, QueuePosition
+from .channels import ChannelAdapter, ChannelRefused, ChannelUnavailable, QueuePosition
 from .decisions import session_info
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
@@ -47,7 +47,8 @@ def deliver(rt: Runtime, session_id: str) -> None:
 
     A platform that says when to come back (a 429's `Retry-After`) is not called before then: the session keeps
     its delivery lease until that time, so no job or sweep delivers it sooner, and the sweep after it goes on
-    from the first event not handled. Any other ChannelUnavailable fails the job, which RQ retries."""
+    from the first event not handled. Any other ChannelUnavailable fails the job, which RQ retries. A post the
+    platform refused for good (ChannelRefused) is logged and recorded as not made: the delivery goes on."""
     while (pending := claim(rt, session_id)) is not None:
         delivered: list[int] = []
         until: datetime | None = None
@@ -157,10 +158,11 @@ class Delivery:
     def handle(self, event: Event) -> None:
         data = event.data
         if event.type == "assistant.message" and data.get("text"):
-            self.once(f"event:{event.seq}", lambda: self.adapter.say(self.info, data["text"]))
+            self.once(f"event:{event.seq}", "an assistant message", lambda: self.adapter.say(self.info, data["text"]))
         elif event.type == "turn.failed":
             message = (data.get("error") or {}).get("message", "unknown error")
-            self.once(f"event:{event.seq}", lambda: self.adapter.say(self.info, f"That failed: {message}"))
+            self.once(f"event:{event.seq}", f"the failure of turn {event.turn_id}",
+                      lambda: self.adapter.say(self.info, f"That failed: {message}"))
         elif event.type == "approval.candidate" and data.get("outcome") == "rejected":
             self.refusal(event.seq, data)
         elif event.type == "input.requested":
@@ -170,10 +172,19 @@ class Delivery:
                 self.settled(resolution["requestId"])
             self.show_open()
 
-    def once(self, key: str, post: Any) -> None:
+    def once(self, key: str, what: str, post: Any) -> None:
         if key not in self.pending.posts:
             self.before_posting()
-            self.record(key, post())
+            self.record(key, self.attempt(what, post))
+
+    def attempt(self, what: str, post: Any) -> Any:
+        """`post()`, or None (not posted) when the platform refuses it for good: logged once, never retried."""
+        try:
+            return post()
+        except ChannelRefused as exc:
+            log.error("session %s: %s refused %s for good, so it is not posted and not retried: %s",
+                      self.session_id, self.adapter.name, what, exc)
+            return None
 
     def before_posting(self) -> None:
         """Record the last post made before the next is made: a retry after a crash then posts at most the
@@ -195,7 +206,8 @@ class Delivery:
     def refusal(self, seq: int, data: dict[str, Any]) -> None:
         request = self.pending.requests[data["requestId"]]
         responder = Principal.model_validate(data["responder"])
-        self.once(f"event:{seq}", lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
+        self.once(f"event:{seq}", f"the refusal of {responder.principal_id}'s answer to {request.request_id}",
+                  lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
 
     def settled(self, request_id: str) -> None:
         """Update the request's prompt, once, where it was shown."""
@@ -204,7 +216,8 @@ class Delivery:
         if shown_key not in posts or settled_key in posts:
             return  # never shown here (a text channel's queue skipped it), or updated already
         self.before_posting()
-        self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key])
+        self.attempt(f"the update of the prompt of {request_id}",
+                     lambda: self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key]))
         self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
 
     def show_open(self) -> None:
@@ -214,7 +227,7 @@ class Delivery:
         if self.adapter.one_at_a_time:
             shown = shown[:1]
         for request, position in shown:
-            self.once(f"request:{request.request_id}",
+            self.once(f"request:{request.request_id}", f"the prompt of {request.request_id}",
                       lambda r=request, p=position: self.adapter.show(self.info, r, p))
 
 

@@ -3,7 +3,7 @@
 `api_url` is https://api.github.com, a GitHub Enterprise server's `https://<host>/api/v3`, or a test server.
 Rate limits, 5xx answers and network failures raise `engine.channels.ChannelUnavailable`: a delivery GitHub told
 when to come back (`Retry-After`, or a spent rate limit's reset time) waits until then, any other fails the job,
-which is retried; any other refusal raises GithubApiError.
+which is retried; any other refusal raises GithubApiError, a refusal for good (engine.channels.ChannelRefused).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class GithubClient:
             raise ChannelUnavailable(f"GitHub {method} {path} answered {response.status_code}: {message(response)}",
                                      retry_after=retry_after(response))
         if response.status_code >= 400:
-            raise GithubApiError(response.status_code, message(response))
+            raise GithubApiError(response.status_code, f"{message(response)} ({method} {path})")
         return response
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engine.channels import ChannelRefused
+
 
 class GithubError(Exception):
     """Anything the GitHub adapter refuses or fails at."""
@@ -15,8 +17,9 @@ class GithubParseError(GithubError):
     """A signed delivery we cannot read: not JSON, missing headers or fields (400)."""
 
 
-class GithubApiError(GithubError):
-    """GitHub's REST API refused a call for good (a 4xx other than a rate limit): retrying will not help."""
+class GithubApiError(GithubError, ChannelRefused):
+    """GitHub's REST API refused a call for good (a 4xx other than a rate limit: the issue was deleted or locked,
+    the token lost access): retrying will not help, so delivery does not retry it."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"GitHub API answered {status}: {message}")

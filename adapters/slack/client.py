@@ -1,8 +1,9 @@
 """Slack Web API calls (slack-sdk's WebClient) for delivery jobs: which token, and what a failure means.
 
-A 429 or a Slack outage raises engine.channels.ChannelUnavailable (a 429 with its `Retry-After`: the session's
-delivery waits that long; an outage fails the job, which is retried); any other error answer raises SlackApiError
-with Slack's error code.
+A 429 or a Slack outage (a 5xx, or an error code Slack documents as transient) raises
+engine.channels.ChannelUnavailable (a 429 with its `Retry-After`: the session's delivery waits that long; an outage
+fails the job, which is retried); any other error answer raises SlackApiError with Slack's error code, a refusal
+for good (engine.channels.ChannelRefused).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from .parse import Where
 
 DEFAULT_RETRY_AFTER = 1.0
 TIMEOUT_SECONDS = 10
+TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout",
+                       "team_added_to_org", "ratelimited"})
+"""Error codes Slack answers (with HTTP 200) when the call may succeed later: worth retrying."""
 
 
 class BotTokens(Protocol):
@@ -107,6 +111,9 @@ def translated(method: str) -> Iterator[None]:
                                      retry_after=retry_after) from exc
         if status >= 500:
             raise ChannelUnavailable(f"Slack answered {method} with HTTP {status}") from exc
-        raise SlackApiError(str(exc.response.get("error") or f"http_{status}"), method) from exc
+        code = str(exc.response.get("error") or f"http_{status}")
+        if code in TRANSIENT:
+            raise ChannelUnavailable(f"Slack answered {method} with {code}") from exc
+        raise SlackApiError(code, method) from exc
     except OSError as exc:
         raise ChannelUnavailable(f"Slack is unreachable for {method}: {exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engine.channels import ChannelRefused
+
 
 class SlackError(Exception):
     """Anything the Slack adapter refuses or fails at."""
@@ -15,8 +17,9 @@ class SlackParseError(SlackError):
     """A signed payload without the fields this gateway needs."""
 
 
-class SlackApiError(SlackError):
-    """A Web API call Slack answered with an error other than a rate limit (`code` is Slack's `error`)."""
+class SlackApiError(SlackError, ChannelRefused):
+    """A Web API call Slack refused for good (`code` is Slack's `error`: `not_in_channel`, `channel_not_found`,
+    `is_archived`, `token_revoked`, `missing_scope`...): calling again cannot help, so delivery does not retry it."""
 
     def __init__(self, code: str, method: str) -> None:
         super().__init__(f"Slack answered {method} with {code}")

@@ -54,6 +54,7 @@ class FakeGithub:
             self.roles: dict[str, str] = {}
             self.calls: list[tuple[str, str]] = []
             self.down = False  # every call answers 502
+            self.gone: set[int] = set()  # issues deleted, or out of the token's reach: commenting answers 404
 
     def next_id(self) -> int:
         with self.lock:
@@ -89,6 +90,8 @@ class FakeGithub:
         return 404, {}, {"message": "Not Found"}
 
     def create(self, data: dict[str, Any], repo: str, issue: str) -> Answer:
+        if int(issue) in self.gone:
+            return 404, {}, {"message": "Not Found"}
         comment = self.add_comment(repo, int(issue), self.bot_login, data["body"])
         return 201, {}, {"id": comment.id, "body": comment.body, "user": {"login": self.bot_login, "type": "Bot"}}
 

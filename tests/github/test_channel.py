@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from adapters.github import GithubChannel, render_prompt, render_settled_prompt
 from engine.channels import QueuePosition
 from engine.protocol import InputRequestOut, api_key_principal
+from engine.recovery import sweep
 from gateway.app import create_app
 from gateway.compose import ConfigurationError
 from gateway.github import github_channel
@@ -65,6 +67,33 @@ def test_a_session_opened_through_the_api_posts_its_requests_on_that_issue(githu
     assert request.session_id == created.get_json()["id"] and prompt.body.startswith("Approve refund?")
     bad = client.post("/api/sessions", json={"message": "hi", "channel": "github", "address": {"repo": REPO}})
     assert (bad.status_code, bad.get_json()["error"]["code"]) == (422, "invalid_address")
+
+
+def test_a_comment_github_refuses_for_good_is_logged_once_and_the_session_goes_on(
+        github: Github, caplog: pytest.LogCaptureFixture) -> None:
+    github.fake.gone.add(9)  # the issue was deleted, or the token lost access to it
+    client = github.stack.client("alice")
+    with caplog.at_level(logging.ERROR):
+        created = client.post("/api/sessions", json={
+            "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]),
+            "channel": "github", "address": {"repo": REPO, "issue": 9}})
+        github.settle()
+    session_id = created.get_json()["id"]
+    [request] = github.stack.pending(session_id)
+    comment_posts = [c for c in github.fake.calls if c == ("POST", f"/repos/{REPO.lower()}/issues/9/comments")]
+    assert len(comment_posts) == 2 and github.said(issue=9) == []  # "step 1" and the prompt, each tried once
+    [error] = [r.getMessage() for r in caplog.records if request["requestId"] in r.getMessage()]
+    assert session_id in error and "github" in error and "404" in error
+    assert sweep(github.stack.rt).redelivered == 0  # nothing left to retry
+    github.settle()
+    assert len([c for c in github.fake.calls if c[0] == "POST"]) == 2
+    github.fake.gone.clear()  # access is back
+    answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
+    assert answered.status_code == 200, answered.get_json()
+    github.settle()
+    settled, answer = github.said(issue=9)
+    assert "Approved by alice" in settled and answer.startswith("done")
+    assert github.stack.turn(session_id)["status"] == "completed"
 
 
 def request_with(prompt: str, tool_input: dict) -> InputRequestOut:

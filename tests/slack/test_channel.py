@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.slack import BotToken, SlackApiError, SlackChannel, SlackClient
-from engine.channels import ChannelUnavailable, QueuePosition
+from engine.channels import ChannelRefused, ChannelUnavailable, QueuePosition
 from engine.delivery import deliver
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, api_key_principal
@@ -66,6 +66,9 @@ def test_slack_down_is_a_channel_unavailable(channel: SlackChannel, fake: FakeSl
     unreachable = SlackChannel(SlackClient(BotToken(TOKEN), "http://127.0.0.1:9/"))
     with pytest.raises(ChannelUnavailable, match="unreachable"):
         unreachable.say(THREAD, "hi")
+    fake.fail("chat.postMessage", status=200, error="internal_error")  # Slack's "likely a transient issue"
+    with pytest.raises(ChannelUnavailable, match="internal_error"):
+        channel.say(THREAD, "hi")
 
 
 def test_other_errors_are_slack_api_errors_with_slacks_code(channel: SlackChannel, fake: FakeSlack) -> None:
@@ -73,6 +76,7 @@ def test_other_errors_are_slack_api_errors_with_slacks_code(channel: SlackChanne
     with pytest.raises(SlackApiError) as raised:
         channel.show(THREAD, REQUEST, FIRST)
     assert (raised.value.code, raised.value.method) == ("channel_not_found", "chat.postMessage")
+    assert isinstance(raised.value, ChannelRefused)  # for good: delivery goes on without it
 
 
 def test_a_card_that_cannot_be_updated_or_a_refusal_that_cannot_be_told_does_not_stop_delivery(
@@ -111,3 +115,27 @@ def test_a_rate_limited_delivery_waits_out_retry_after_then_posts_everything_onc
     assert slack.stack.rt.executor.join()  # type: ignore[attr-defined]
     deliver(slack.stack.rt, session["id"])  # and one more, for good measure
     assert [m.now["text"] for m in slack.fake.messages] == ["step 1", "Approve refund?"]
+
+
+def test_a_post_slack_refuses_for_good_is_logged_once_and_the_session_goes_on(
+        slack: Workspace, caplog: pytest.LogCaptureFixture) -> None:
+    slack.fake.fail("chat.postMessage", status=200, error="not_in_channel", times=2)  # the bot is not invited yet
+    client = slack.stack.client("alice")
+    with caplog.at_level(logging.ERROR):
+        created = client.post("/api/sessions", json={
+            "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]), "channel": "slack",
+            "address": {"channel": "C0TEST"}})
+        slack.settle()
+    session_id = created.get_json()["id"]
+    [request] = slack.stack.pending(session_id)
+    assert slack.fake.messages == [] and len(slack.fake.called("chat.postMessage")) == 2  # "step 1", the card
+    [error] = [r.getMessage() for r in caplog.records if request["requestId"] in r.getMessage()]
+    assert session_id in error and "slack" in error and "not_in_channel" in error
+    assert sweep(slack.stack.rt).redelivered == 0  # nothing left to retry
+    slack.settle()
+    assert len(slack.fake.called("chat.postMessage")) == 2
+    answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
+    assert answered.status_code == 200, answered.get_json()
+    slack.settle()  # the bot was invited meanwhile: the agent's answer reaches the channel
+    [answer] = slack.fake.messages
+    assert answer.now["text"].startswith("done")
