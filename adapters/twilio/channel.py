@@ -28,7 +28,7 @@ from engine.replies import match_reply
 from engine.runtime import Runtime, current
 
 from .client import TWILIO_API, SmsClient
-from .errors import TwilioApiError, TwilioOptedOut, TwilioSenderRefused, TwilioVerificationError
+from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
 from .parse import TWILIO_NUMBER, WHATSAPP, Keyword, TwilioInbound, is_whatsapp, parse_twilio_form, twilio_principal
 from .render import render_confirmation, render_message, render_prompt, render_refusal
 from .verify import public_url, verify_twilio_signature
@@ -132,7 +132,8 @@ class TwilioChannel:
             self.send(session, render_refusal(request, reason))
 
     def send(self, session: SessionInfo, body: str) -> str | None:
-        """The message's sid, or None when the number opted out (then nothing is sent, and nothing retried)."""
+        """The message's sid, or None when the number opted out (then nothing is sent, and nothing retried).
+        Raises TwilioRefused (a ChannelRefused) when Twilio refuses the message for good."""
         rt = self.runtime()
         if not is_reachable(rt, self.name, session.address):
             log.info("not texting %s: the number opted out", session.address)
@@ -144,6 +145,8 @@ class TwilioChannel:
             log.info("%s opted out (Twilio error 21610): marked unreachable", session.address)
             set_reachable(rt, self.name, session.address, False)
             return None
+        except TwilioRefused:
+            raise
         except TwilioApiError as exc:
             raise ChannelUnavailable(str(exc)) from exc
 

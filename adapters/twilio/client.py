@@ -10,7 +10,7 @@ from twilio.http.http_client import TwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
 
-from .errors import TwilioApiError, TwilioOptedOut
+from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,9 @@ class SmsClient:
         self.messages = self.client.messages  # the SDK imports it lazily: here, not in every forked job
 
     def send(self, sender: str, to: str, body: str) -> str:
-        """Send one message and return its sid. Raises TwilioOptedOut (21610: the recipient texted STOP) or
-        TwilioApiError (anything else Twilio or the network refused: worth retrying)."""
+        """Send one message and return its sid. Raises TwilioOptedOut (21610: the recipient texted STOP),
+        TwilioRefused (any other 4xx but a 429: for good) or TwilioApiError (anything else Twilio or the network
+        refused: worth retrying)."""
         origin = {"messaging_service_sid": sender} if sender.startswith("MG") else {"from_": sender}
         try:
             message = self.messages.create(to=to, body=body, **origin)
@@ -51,5 +52,7 @@ class SmsClient:
             if code == OPTED_OUT:
                 raise TwilioOptedOut(f"{to} has opted out of messages from {sender}", code, status) from exc
             detail = exc.msg if isinstance(exc, TwilioRestException) else str(exc)
-            raise TwilioApiError(f"Twilio refused a message to {to}: {detail}", code, status) from exc
+            for_good = isinstance(status, int) and 400 <= status < 500 and status != 429
+            raise (TwilioRefused if for_good else TwilioApiError)(
+                f"Twilio refused a message to {to} (error {code}, HTTP {status}): {detail}", code, status) from exc
         return str(message.sid)

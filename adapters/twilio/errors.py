@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engine.channels import ChannelRefused
+
 
 class TwilioError(Exception):
     """Anything the Twilio adapter refuses or fails at."""
@@ -29,3 +31,8 @@ class TwilioApiError(TwilioError):
 
 class TwilioOptedOut(TwilioApiError):
     """Error 21610: the recipient texted STOP to this sender; sending again cannot succeed until START."""
+
+
+class TwilioRefused(TwilioApiError, ChannelRefused):
+    """A 4xx other than a rate limit (21211 an invalid number, 21614 not a mobile number, 21408 a region not
+    enabled, 20003 bad credentials...): sending the message again cannot succeed, so delivery does not retry it."""

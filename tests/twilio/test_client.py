@@ -9,7 +9,7 @@ import responses
 from twilio.base.exceptions import TwilioServiceException
 
 from adapters.twilio.client import SmsClient
-from adapters.twilio.errors import TwilioApiError, TwilioOptedOut
+from adapters.twilio.errors import TwilioApiError, TwilioOptedOut, TwilioRefused
 from tests.twilio.fake_api import fixture
 from tests.twilio.support import ACCOUNT_SID, ALICE, AUTH_TOKEN, OURS
 
@@ -60,3 +60,12 @@ def test_other_errors_are_api_errors_worth_retrying() -> None:
     with pytest.raises(TwilioApiError) as raised:
         SmsClient(ACCOUNT_SID, AUTH_TOKEN).send(OURS, ALICE, "hi")
     assert not isinstance(raised.value, TwilioOptedOut) and raised.value.code == 20500
+    assert not isinstance(raised.value, TwilioRefused)
+
+
+@responses.activate
+def test_a_4xx_is_a_refusal_for_good() -> None:
+    responses.post(f"https://api.twilio.com{MESSAGES}", json=fixture("error_21614.json"), status=400)
+    with pytest.raises(TwilioRefused, match="21614") as raised:
+        SmsClient(ACCOUNT_SID, AUTH_TOKEN).send(OURS, ALICE, "hi")
+    assert (raised.value.code, raised.value.status) == (21614, 400)

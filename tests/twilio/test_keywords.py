@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from engine.contacts import is_reachable
@@ -10,7 +12,7 @@ from engine.recovery import sweep
 from engine.responses import submit_responses
 from tests.support.agent import read_ledger, script
 from tests.twilio.fake_api import fixture
-from tests.twilio.support import ALICE, OURS, Sms
+from tests.twilio.support import ALICE, CAROL, OURS, Sms
 
 REFUND = ("refund", {"charge_id": "ch_1", "amount": 5})
 TWO_REFUNDS = script([REFUND, ("refund", {"charge_id": "ch_2", "amount": 6})])
@@ -116,6 +118,30 @@ def test_other_failures_are_retried_and_nothing_is_sent_twice(sms: Sms) -> None:
     assert len(texts) == 2 and texts[0] == "step 1" and texts[1].startswith("Approve refund?")
     assert sms.fake.attempts == [ALICE] * 3
     assert reachable(sms)
+
+
+def test_a_message_twilio_refuses_for_good_is_logged_once_and_the_session_goes_on(
+        sms: Sms, caplog: pytest.LogCaptureFixture) -> None:
+    sms.fake.fail(CAROL, 400, fixture("error_21614.json"))  # a landline
+    client = sms.stack.client("alice")
+    with caplog.at_level(logging.ERROR):
+        created = client.post("/api/sessions", json={
+            "message": script([REFUND]), "channel": "twilio", "address": {"to": CAROL}})
+        sms.wait()
+    session_id = created.get_json()["id"]
+    [request] = sms.stack.pending(session_id)
+    assert sms.fake.attempts == [CAROL] * 2  # "step 1" and the prompt, each tried once
+    [error] = [r.getMessage() for r in caplog.records if request["requestId"] in r.getMessage()]
+    assert session_id in error and "twilio" in error and "21614" in error
+    assert sweep(sms.stack.rt).redelivered == 0  # nothing left to retry
+    answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
+    assert answered.status_code == 200, answered.get_json()
+    sms.wait()
+    sweep(sms.stack.rt)
+    sms.wait()
+    assert sms.fake.attempts == [CAROL] * 4  # the confirmation and the answer, each tried once too
+    assert sms.stack.turn(session_id)["status"] == "completed"
+    assert is_reachable(sms.stack.rt, "twilio", f"twilio:{OURS}:{CAROL}")  # not a STOP: the next message is tried
 
 
 def test_a_reply_to_the_prompt_on_screen_never_answers_one_not_texted(sms: Sms) -> None:
