@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 bp = Blueprint("slack", __name__)
 
-SCOPES = ["app_mentions:read", "channels:history", "chat:write", "groups:history", "im:history"]
+SCOPES = ["app_mentions:read", "channels:history", "chat:write", "groups:history", "im:history", "mpim:history"]
 """The bot scopes an OAuth install asks for: exactly those of adapters/slack/manifest.yml."""
 STATE_SECONDS = 600
 

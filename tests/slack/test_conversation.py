@@ -109,6 +109,18 @@ def test_a_thread_reply_answers_the_first_open_request(slack: Workspace) -> None
     assert controls(sizes) == ["S", "L", "Type an answer"]
 
 
+def test_a_thread_reply_in_a_group_dm_answers_too(slack: Workspace) -> None:
+    """A mention in a group DM (an `mpim`) starts a session in its thread; Slack sends the thread's replies as
+    `message.mpim` events (the manifest subscribes to them), which answer like any thread reply."""
+    mention = slack.event("app_mention", "alice", f"<@UBOT> {script([QUESTION])}", channel="G0GROUP")
+    slack.ok(slack.send_event(mention))
+    [card] = slack.cards(mention["event"])
+    reply = slack.event("message", "alice", "Blue", thread_ts=mention["event"]["ts"], channel="G0GROUP",
+                        channel_type="mpim")
+    slack.ok(slack.send_event(reply))
+    assert f"Answered: Blue (by <@{USERS['alice']}>)" in texts(card)
+
+
 def test_a_reply_with_a_file_attached_answers_too(slack: Workspace) -> None:
     """Slack sends a message with a file as the `file_share` subtype: it is still the person writing."""
     mention = slack.mention("alice", script([QUESTION]))

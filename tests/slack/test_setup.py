@@ -71,7 +71,10 @@ def test_the_manifest_asks_for_exactly_what_the_gateway_uses() -> None:
     assert settings["event_subscriptions"]["request_url"].endswith("/slack/events")
     assert settings["interactivity"]["request_url"].endswith("/slack/interactions")
     assert settings["event_subscriptions"]["bot_events"] == [
-        "app_mention", "app_uninstalled", "message.channels", "message.groups", "message.im", "tokens_revoked"]
+        "app_mention", "app_uninstalled", "message.channels", "message.groups", "message.im", "message.mpim",
+        "tokens_revoked"]
+    # each place a mention can start a session in sends its thread's replies: a group DM's too
+    assert "mpim:history" in SCOPES
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
 
 
