@@ -46,3 +46,16 @@ class Driver(Protocol):
     def told(self, session_id: str, who: str) -> list[str]:
         """What the channel told `who` privately or in reply (refusals)."""
         ...
+
+
+class TextDriver(Driver, Protocol):
+    """A channel that shows one request at a time, in order, as text (SMS, GitHub comments)."""
+
+    def ask(self, message: str, who: str) -> str:
+        """`who`'s app starts a session through the API (`POST /api/sessions` with the channel and an address of
+        `who`'s) whose requests the channel shows; returns the session id."""
+        ...
+
+    def said(self, session_id: str) -> list[str]:
+        """Everything the gateway posted for the session, in order, each as it reads now."""
+        ...

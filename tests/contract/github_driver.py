@@ -50,6 +50,18 @@ class GithubDriver:
         self.issues[session_id] = issue
         return session_id
 
+    def ask(self, message: str, who: str) -> str:
+        issue = next(self.numbers)
+        created = self.stack.client(who).post("/api/sessions", json={
+            "message": message, "channel": "github", "address": {"repo": REPO, "issue": issue}})
+        assert created.status_code == 201, created.get_json()
+        self.github.settle()
+        self.issues[session_id := str(created.get_json()["id"])] = issue
+        return session_id
+
+    def said(self, session_id: str) -> list[str]:
+        return self.github.said(self.issues[session_id])
+
     def shown(self, session_id: str) -> list[Shown]:
         return [Shown(request.request_id, comment.body, [m[1] for line in comment.body.split("\n")
                                                          if (m := CHOICE.match(line))], HOW_TO in comment.body)

@@ -44,6 +44,18 @@ class TwilioDriver:
         self.sms.text(PHONES[who], message)
         return self.sms.session_at(PHONES[who])
 
+    def ask(self, message: str, who: str) -> str:
+        created = self.stack.client(who).post("/api/sessions", json={
+            "message": message, "channel": "twilio", "address": {"to": PHONES[who]}})
+        assert created.status_code == 201, created.get_json()
+        self.sms.wait()
+        return str(created.get_json()["id"])
+
+    def said(self, session_id: str) -> list[str]:
+        with self.stack.rt.db.read() as db:
+            _, theirs = db.get_one(Session, session_id).address.rsplit(":", 1)
+        return self.sms.inbox(theirs)
+
     def shown(self, session_id: str) -> list[Shown]:
         """Each prompt texted for the session, followed by its confirmation once that was texted too."""
         shown = []
