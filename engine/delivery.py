@@ -166,11 +166,11 @@ class Delivery:
         elif event.type == "approval.candidate" and data.get("outcome") == "rejected":
             self.refusal(event.seq, data)
         elif event.type == "input.requested":
-            self.show_open()
+            self.show_open(event.seq)
         elif event.type == "input.resolved":
             for resolution in data["resolutions"]:
                 self.settled(resolution["requestId"])
-            self.show_open()
+            self.show_open(event.seq)
 
     def once(self, key: str, what: str, post: Any) -> None:
         if key not in self.pending.posts:
@@ -220,15 +220,25 @@ class Delivery:
                      lambda: self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key]))
         self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
 
-    def show_open(self) -> None:
-        """Every open request (or, for a text channel, only the first) that is not shown yet."""
-        total = len(self.pending.open)
-        shown = [(r, QueuePosition(i, total)) for i, r in enumerate(self.pending.open, start=1)]
+    def show_open(self, seq: int) -> None:
+        """Every open request (or, for a text channel, only the first) that is not shown yet, of those opened by
+        event `seq` or before: a request opened later (the model spoke, then asked again) waits for its own
+        `input.requested`, so it is never shown before what was said before it."""
+        later = {i for e in self.pending.events if e.type == "input.requested" and e.seq > seq for i in opened_by(e)}
+        queue = [r for r in self.pending.open if r.request_id not in later]
+        shown = [(r, QueuePosition(i, len(queue))) for i, r in enumerate(queue, start=1)]
         if self.adapter.one_at_a_time:
             shown = shown[:1]
         for request, position in shown:
             self.once(f"request:{request.request_id}", f"the prompt of {request.request_id}",
                       lambda r=request, p=position: self.adapter.show(self.info, r, p))
+
+
+def opened_by(event: Event) -> list[str]:
+    """The requests an `input.requested` opened: stored by id (events written before that carry them inline)."""
+    if "requestIds" in event.data:
+        return list(event.data["requestIds"])
+    return [r["requestId"] for r in event.data.get("requests", [])]
 
 
 def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:

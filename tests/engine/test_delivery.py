@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from sqlalchemy import func, select
@@ -247,3 +248,23 @@ def test_a_failed_post_still_records_the_edits_made_before_it(
 
     assert [c[0] for c in channel.calls].count("settle") == 2  # not repeated by the retry
     assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
+
+
+@pytest.mark.parametrize("one_at_a_time", [True, False])
+def test_requests_a_steer_led_to_are_shown_after_what_the_model_said_before_them(
+        channel_stack: tuple[Stack, RecordingChannel], one_at_a_time: bool) -> None:
+    """Delivered late, the events of a steer close the shown prompts, then the model speaks, then it asks again:
+    the new request is shown at its own input.requested, never at the input.resolved before it."""
+    stack, channel = channel_stack
+    channel.one_at_a_time = one_at_a_time
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    stack.rt.channels.pop("fake")
+    stack.say(sid, script([("deploy", {"env": "staging"})]))
+    stack.rt.channels["fake"] = channel
+    [deploy] = stack.pending(sid)
+    del channel.calls[:]
+    deliver(stack.rt, sid)
+    shown = [first["requestId"]] if one_at_a_time else [first["requestId"], second["requestId"]]
+    assert channel.calls == [*[("settle", r, "ignored", ANY) for r in shown], ("say", "step 1"),
+                             ("show", deploy["requestId"], 1, 1)]
