@@ -70,18 +70,25 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
 
 
 def expire_requests(rt: Runtime) -> int:
-    """Pending requests past `expiresAt` resolve `expired`; the turn resumes as if denied or dismissed."""
+    """Pending requests past `expiresAt` resolve `expired`; the turn resumes as if denied or dismissed. A turn's
+    overdue requests close in one transaction: a text channel delivering between two expiries would post the
+    prompt of a request about to expire."""
     with rt.db.read() as db:
-        overdue = list(db.execute(
+        overdue = db.execute(
             select(InputRequest.request_id, InputRequest.turn_id)
-            .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now())
-        ).all())
-    count = 0
+            .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now()).order_by(InputRequest.seq)
+        ).all()
+    by_turn: dict[str, list[str]] = {}
     for request_id, turn_id in overdue:
+        by_turn.setdefault(turn_id, []).append(request_id)
+    count = 0
+    for turn_id, request_ids in by_turn.items():
         with rt.transaction() as db:
             turn = lock_turn(db, turn_id)
-            if close_request(rt, db, request_id, outcome="expired", response=None, responder=None) is not None:
-                count += 1
+            closed = sum(close_request(rt, db, request_id, outcome="expired", response=None, responder=None)
+                         is not None for request_id in request_ids)
+            if closed:
+                count += closed
                 schedule_resume(rt, db, turn)
     return count
 

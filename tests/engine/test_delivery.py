@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from unittest.mock import ANY
 
 import pytest
 from sqlalchemy import func, select
 
 from engine.delivery import claim, deliver, release
+from engine.jobs import perform
 from engine.protocol import api_key_principal
 from engine.recovery import sweep
+from engine.runtime import Runtime
 from engine.sessions import open_session
 from engine.tables import Event, Session
 from tests.conftest import Stack, recorded, sqlite_settings
@@ -268,3 +272,33 @@ def test_requests_a_steer_led_to_are_shown_after_what_the_model_said_before_them
     shown = [first["requestId"]] if one_at_a_time else [first["requestId"], second["requestId"]]
     assert channel.calls == [*[("settle", r, "ignored", ANY) for r in shown], ("say", "step 1"),
                              ("show", deploy["requestId"], 1, 1)]
+
+
+class AtOnce:
+    """An executor that runs each job in the thread that pushes it, when it is pushed: a delivery then runs
+    between any two transactions of the code that pushed it."""
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        perform(runtime, job, outbox_id, args)
+
+    def waiting_since(self) -> None:
+        return None
+
+
+def test_requests_that_expire_together_close_together_and_only_the_next_open_one_is_shown(
+        channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """A sweep finds both refunds overdue: a text channel never shows the second between their expiries."""
+    stack, channel = channel_stack
+    channel.one_at_a_time = True
+    opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
+                          message=script([("refund", {"charge_id": "a", "amount": 1}),
+                                          ("refund", {"charge_id": "b", "amount": 2}), ("deploy", {"env": "prod"})]))
+    stack.settle()
+    first, second, deploy = stack.pending(opened.session_id)
+    stack.rt.executor = AtOnce()
+    now = stack.rt.clock()
+    stack.rt.clock = lambda: now + timedelta(minutes=11)
+    assert sweep(stack.rt).expired == 2
+    assert [c for c in channel.calls if c[0] in ("show", "settle")] == [
+        ("show", first["requestId"], 1, 3), ("settle", first["requestId"], "expired", ANY),
+        ("show", deploy["requestId"], 1, 1)]
