@@ -17,6 +17,11 @@ version, or by an edit by hand, is found; the query reads every waiting turn."""
 RESPONSE_POLICY_TIMEOUT_SECONDS = 10.0
 """An async response policy slower than this leaves its candidate `timed-out`."""
 
+SWEEP_CANDIDATE_AFTER_SECONDS = 60
+"""A candidate still unjudged this long past the response policy timeout was left by a process that died
+while its policy ran (a sync policy has no timeout: one slower than this is overtaken, harmlessly): sweep()
+judges it again."""
+
 PING_IDLE_CONNECTION_AFTER_SECONDS = 5.0
 """A pooled PostgreSQL connection idle this long is pinged before use (one used more recently is not)."""
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
 from .delivery import stale_sessions
+from .responses import judge_again, unjudged_candidates
 from .runtime import Runtime
 from .settlement import close_request
 from .tables import Inbound, InputRequest, Outbox, Run, ToolCall, Turn
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class SweepReport:
     expired: int = 0
+    rejudged: int = 0
     recovered: int = 0
     resumed: int = 0
     requeued: int = 0
@@ -34,8 +36,9 @@ class SweepReport:
 
 
 def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
-    """Recover dead runners' turns, resume settled ones (with `settled`: a query over every waiting turn),
-    re-enqueue lost jobs, push the outbox."""
+    """Judge candidates whose process died while their response policy ran, recover dead runners' turns,
+    resume settled ones (with `settled`: a query over every waiting turn), re-enqueue lost jobs, push the
+    outbox."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -54,6 +57,7 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
         ).scalars())
         queued = owed(db, "run_turn", stuck)  # their jobs wait in the outbox: push_outbox() sees to them
     stuck = [turn_id for turn_id in stuck if turn_id not in queued]
+    report.rejudged = sum(judge_again(rt, candidate_id) for candidate_id in unjudged_candidates(rt))
     report.expired = expire_requests(rt)
     for turn_id in expired:
         report.recovered += recover_turn(rt, turn_id)

@@ -3,7 +3,8 @@
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
 The default policy (`requester_only`) only compares two principals: responses it judges, all to one
-session, are judged and settled in the transaction that stores them.
+session, are judged and settled in the transaction that stores them. A candidate whose process died
+before its verdict was applied is judged again by sweep() (`judge_again`); the first verdict applied stands.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, cast
 
 from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
+from . import defaults
 from .decisions import session_info
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
@@ -39,6 +42,11 @@ _CANDIDATES = cast(Table, ResponseCandidate.__table__)
 _INSERT_CANDIDATE = insert(_CANDIDATES)
 _JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
 """Built once (see turns.py); their parameters are named after their columns."""
+_JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
+    .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
+_STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
+"""What a stored verdict answered (any other outcome refused)."""
+ALREADY_SETTLED = "the request was already settled"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
 """A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
@@ -162,6 +170,9 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     request_id = checked.response.request_id
     request = db.get_one(InputRequest, request_id)
     turn = lock_turn(db, request.turn_id, request.session_id)
+    earlier = judged_before(db, request, candidate_id)
+    if earlier is not None:
+        return earlier
     if verdict == "pending":
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
@@ -170,12 +181,12 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
         judged(rt, db, request, candidate_id, verdict, reason, principal)
         if request.status == "pending" and turn.status == "waiting":  # a running turn says so when it parks
             emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
-        return ResponseResult(request_id, "refused", request_out(request), reason)
+        return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
     response = {"optionId": checked.option_id, "text": checked.text}
     settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
                             response=response, responder=principal)
     if settled is None:
-        reason = "the request was already settled"
+        reason = ALREADY_SETTLED
         judge_candidate(rt, db, candidate_id, "stale", reason)
         judged(rt, db, request, candidate_id, "stale", reason, principal)
         db.refresh(request)
@@ -183,6 +194,55 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     judge_candidate(rt, db, candidate_id, "allowed")
     schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
+
+
+def unjudged_candidates(rt: Runtime) -> list[str]:
+    """Candidates stored and never judged, well past the time judging takes: the process judging them died."""
+    cutoff = rt.now() - timedelta(seconds=rt.response_policy_timeout + defaults.SWEEP_CANDIDATE_AFTER_SECONDS)
+    with rt.db.read() as db:
+        return list(db.execute(select(ResponseCandidate.candidate_id).where(
+            ResponseCandidate.judged_at.is_(None), ResponseCandidate.created_at < cutoff,
+        ).order_by(ResponseCandidate.created_at).limit(100)).scalars())
+
+
+def judge_again(rt: Runtime, candidate_id: str) -> int:
+    """Judge a candidate left unjudged and settle it as the call that stored it would have: 1 if this call
+    settled it (a concurrent sweep, or the original call still running, may have), else 0. A candidate of a
+    request closed meanwhile is `stale`, with no policy run."""
+    with rt.db.read() as db:
+        row = db.execute(select(ResponseCandidate, InputRequest, ToolCall)
+                         .join(InputRequest, InputRequest.request_id == ResponseCandidate.request_id)
+                         .outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id)
+                         .where(ResponseCandidate.candidate_id == candidate_id)).one_or_none()
+        if row is None or row[0].judged_at is not None:
+            return 0
+        candidate, request, call = row
+        info = ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, candidate.text)
+        response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text)
+        checked = Checked(response, info.option_id, info.text, request, call)
+        context = policy_context(db, request, info, candidate_id, False) if request.status == "pending" else None
+    verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else ("stale", ALREADY_SETTLED)
+    with rt.transaction() as db:
+        lock_turn(db, request.turn_id, request.session_id)
+        if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
+            return 0  # by a sweep at the same time
+        result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
+    log.warning("candidate %s of request %s: judged again after its process died: %s", candidate_id,
+                result.request_id, result.status)
+    return 1
+
+
+def judged_before(db: DbSession, request: InputRequest, candidate_id: str) -> ResponseResult | None:
+    """The verdict a stored candidate already has (a sweep judged it while a slow policy still ran: the first
+    verdict stands), read under the turn's lock; None if it has none. A candidate judged where it is stored
+    has none yet."""
+    if candidate_id in db.info.get(UNJUDGED, {}):
+        return None
+    done = db.execute(_JUDGED, {"candidate": candidate_id}).one()
+    if done.judged_at is None:
+        return None
+    return ResponseResult(request.request_id, _STATUS_OF.get(done.outcome, "refused"), request_out(request),
+                          done.reason)
 
 
 def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",

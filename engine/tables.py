@@ -211,6 +211,11 @@ class ResponseCandidate(Base):
     judged_at: Mapped[datetime | None] = mapped_column()
 
 
+# the few candidates never judged, for sweep(): their process died while the response policy ran
+Index("ix_response_candidates_unjudged_created_at", ResponseCandidate.created_at,
+      postgresql_where=ResponseCandidate.judged_at.is_(None), sqlite_where=ResponseCandidate.judged_at.is_(None))
+
+
 class ApprovalGrant(Base):
     __tablename__ = "approval_grants"
 
