@@ -60,10 +60,22 @@ class Acknowledging(Protocol):
 
     An inbound item may carry `ref`, the platform's reference to that message; `process_inbound` then calls
     `acknowledge(ref, "received")` before applying the item, and once per status its responses got
-    (`settled`, `pending`, `refused`, `stale`). A failure is logged: the item's effect has happened.
+    (`settled`, `pending`, `refused`, `stale`); an ignored item's ref hears `ignored` instead. A failure is
+    logged: the item's effect has happened.
     """
 
     def acknowledge(self, ref: str, status: str) -> None: ...
+
+
+@runtime_checkable
+class Noticing(Protocol):
+    """Optional for an adapter: tell a person why what they sent was kept but not acted on (GitHub: a commenter
+    below GITHUB_MIN_PERMISSION). An inbound item of type `ignored` may carry `notice`, the adapter's own data;
+    `process_inbound` acknowledges such an item's `ref` as `ignored` and passes the notice to `notify` once, after
+    marking the item processed. A failure is logged and not retried.
+    """
+
+    def notify(self, notice: dict[str, Any]) -> None: ...
 
 
 class ChannelUnavailable(Exception):

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
 
-from .channels import Acknowledging, ChannelAdapter
+from .channels import Acknowledging, ChannelAdapter, Noticing
 from .conversation import post_message, receive_responses
 from .db import changed
 from .errors import AlreadyApplied
@@ -57,6 +57,24 @@ def message_item(address: str, text: str, ref: str | None = None) -> dict[str, A
     return {**item, "ref": ref} if ref is not None else item
 
 
+def ignored_item(why: str, ref: str | None = None, notice: dict[str, Any] | None = None,
+                 once: str | None = None) -> dict[str, Any]:
+    """An inbound item kept for the audit trail only, saying `why`; `ref` is acknowledged as `ignored`, and
+    `notice` (the channel's data: whom to tell what) goes to the channel's `notify`. `once` names the notice so
+    `noticed()` can tell it was given (e.g. once per person and place)."""
+    item: dict[str, Any] = {"type": "ignored", "why": why}
+    extra = {"ref": ref, "notice": notice, "once": once}
+    return {**item, **{key: value for key, value in extra.items() if value is not None}}
+
+
+def noticed(rt: Runtime, channel: str, once: str) -> bool:
+    """Whether an ignored item of the channel already carried the notice named `once`."""
+    with rt.db.read() as db:
+        found = db.execute(select(Inbound.id).where(Inbound.channel == channel,
+                                                    Inbound.item["once"].as_string() == once).limit(1))
+        return found.first() is not None
+
+
 def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | None, payload: bytes,
            item: dict[str, Any] | None) -> bool:
     """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only."""
@@ -87,7 +105,8 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
     A message is marked processed in the same transaction that posts it, and so are responses the default
     policy settles where they are stored; responses judged by another policy are applied first and marked
     after (a second application finds the requests closed and ignores the repeat). A channel that
-    acknowledges messages hears `received`, then what became of each response the item made.
+    acknowledges messages hears `received`, then what became of each response the item made; for an item kept
+    but ignored it hears `ignored`, and the item's notice, if any, goes to the channel once.
     """
     with rt.db.read() as db:
         row = db.get_one(Inbound, inbound_id)
@@ -97,8 +116,8 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
         principal = Principal.model_validate(row.principal) if row.principal else None
         if item.get("type") == "choice":
             item = chosen(db, item)
-    adapter, ref = rt.channels.get(channel), item.get("ref")
-    acknowledge(adapter, ref, "received")
+    adapter, ref, ignored = rt.channels.get(channel), item.get("ref"), item.get("type") == "ignored"
+    acknowledge(adapter, ref, "ignored" if ignored else "received")
     results: list[ResponseResult] = []
 
     def claim(db: DbSession) -> bool:
@@ -114,7 +133,9 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
                                         claim)
     else:  # kept for the audit trail only
         with rt.transaction() as db:
-            claim(db)
+            claimed = claim(db)
+        if claimed and ignored and item.get("notice"):
+            notify(adapter, item["notice"])
     for status in dict.fromkeys(result.status for result in results):
         acknowledge(adapter, ref, status)
 
@@ -139,6 +160,16 @@ def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) ->
         adapter.acknowledge(ref, status)
     except Exception:
         log.warning("could not acknowledge %s as %s", ref, status, exc_info=True)
+
+
+def notify(adapter: ChannelAdapter | None, notice: dict[str, Any]) -> None:
+    """Logged, never raised: the item is processed, and a notice is not worth a retry."""
+    if not isinstance(adapter, Noticing):
+        return
+    try:
+        adapter.notify(notice)
+    except Exception:
+        log.warning("could not give the notice %s", notice, exc_info=True)
 
 
 def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:

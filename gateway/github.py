@@ -55,4 +55,5 @@ def github_channel(settings: Settings) -> GithubChannel | None:
     if not settings.github_api_url.startswith(("https://", "http://")):
         raise ConfigurationError(f"GITHUB_API_URL is GitHub's REST API URL (https://...), not "
                                  f"{settings.github_api_url!r}")
-    return GithubChannel(GithubClient(token, settings.github_api_url), login.removeprefix("@"), secret)
+    return GithubChannel(GithubClient(token, settings.github_api_url), login.removeprefix("@"), secret,
+                         settings.github_min_permission)

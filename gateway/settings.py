@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from adapters.github import MIN_PERMISSIONS
+
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
 REDISES = ("redis://", "rediss://", "unix://")
@@ -64,6 +66,7 @@ class Settings(BaseSettings):
     github_token: str | None = Field(None, validation_alias="GITHUB_TOKEN")
     github_bot_login: str | None = Field(None, validation_alias="GITHUB_BOT_LOGIN")
     github_api_url: str = Field("https://api.github.com", validation_alias="GITHUB_API_URL")
+    github_min_permission: str = Field("write", validation_alias="GITHUB_MIN_PERMISSION")
 
     @field_validator("database_url")
     @classmethod
@@ -74,6 +77,16 @@ class Settings(BaseSettings):
             make_url(value)
         except (ValueError, ArgumentError):  # a port that is not a number (its own message would echo the URL)
             raise ValueError("is not a URL SQLAlchemy can read (is the port a number?)") from None
+        return value
+
+    @field_validator("github_min_permission", mode="before")
+    @classmethod
+    def _known_role(cls, value: object) -> object:
+        """`GITHUB_MIN_PERMISSION=maintain`: the least role on a repository whose comments the bot acts on."""
+        if isinstance(value, str):
+            value = value.strip().lower()
+            if value not in MIN_PERMISSIONS:
+                raise ValueError(f"must be one of {', '.join(MIN_PERMISSIONS)}")
         return value
 
     @field_validator("api_keys", mode="before")

@@ -1,7 +1,7 @@
 """GitHub issue and pull-request comments as a text channel: verify, parse, render, client, channel."""
 
-from .channel import GithubChannel, GithubWebhook, WebhookReply, address_place, github_address
-from .client import GithubClient
+from .channel import MIN_PERMISSIONS, GithubChannel, GithubWebhook, WebhookReply, address_place, github_address
+from .client import CollaboratorRole, GithubClient
 from .errors import GithubApiError, GithubError, GithubParseError, GithubVerificationError
 from .parse import (
     CommentReply,
@@ -16,7 +16,9 @@ from .render import render_prompt, render_settled_prompt
 from .verify import SIGNATURE_HEADER, github_signature, verify_github_signature
 
 __all__ = [
+    "MIN_PERMISSIONS",
     "SIGNATURE_HEADER",
+    "CollaboratorRole",
     "CommentReply",
     "Delivery",
     "GithubApiError",

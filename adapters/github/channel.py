@@ -4,10 +4,13 @@ A session's address is `github:<owner>/<repo>:<issue number>` (owner and repo lo
 case-insensitively). `show` posts a prompt and returns the comment id; `settle` edits that comment so it loses
 its how-to line and names the outcome and who answered; `refuse` replies to the refused person with the
 policy's reason; `acknowledge` reacts to the comment a person wrote: 👀 on receipt, 👍 when it settled a
-request, 👎 when a response policy refused it.
+request, 👎 when a response policy refused it or the channel ignored it; `notify` tells a person once per issue
+why their comments are ignored.
 
 Inbound (`receive`, behind the gateway's `POST /github/webhook`): verify, parse, dedupe and store; the only
-GitHub call on that path is the (cached) permission lookup of a person whose comment asks something.
+GitHub call on that path is the (cached) permission lookup of a person whose comment asks something. A person
+whose role ranks below `min_permission` (GITHUB_MIN_PERMISSION), or whose role GitHub could not give (fail
+closed), asks nothing: the comment is stored as ignored, never a message, an answer or a steer.
 """
 
 from __future__ import annotations
@@ -20,21 +23,33 @@ from typing import Any
 
 from engine.channels import ChannelUnavailable, QueuePosition
 from engine.delivery import shown_requests
-from engine.inbound import accept, message_item, responses_item
+from engine.inbound import accept, ignored_item, message_item, noticed, responses_item
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 from engine.runtime import Runtime
 
-from .client import GithubClient
+from .client import CollaboratorRole, GithubClient
 from .errors import GithubError
 from .parse import CommentReply, PingEvent, github_principal, parse_github_event, read_delivery, reply_response
-from .render import render_message, render_prompt, render_refusal, render_settled_prompt
+from .render import render_message, render_prompt, render_refusal, render_settled_prompt, render_turned_away
 from .verify import SIGNATURE_HEADER, verify_github_signature
 
 log = logging.getLogger(__name__)
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-REACTIONS = {"received": "eyes", "settled": "+1", "refused": "-1"}
+REACTIONS = {"received": "eyes", "settled": "+1", "refused": "-1", "ignored": "-1"}
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+"""GitHub's repository roles, least first."""
+ANYONE = ("none", "any")
+MIN_PERMISSIONS = (*ROLES[1:], *ANYONE)
+"""What GITHUB_MIN_PERMISSION may be: a role, or `none` / `any` for anyone who can comment."""
+
+
+def rank(role: CollaboratorRole) -> int:
+    """The role's place in ROLES; a custom role ranks as the base role GitHub gives for it (its `permission`:
+    a custom role inheriting triage is `read`, one inheriting maintain is `write`), so it never ranks higher."""
+    name = role.name if role.name in ROLES else role.base
+    return ROLES.index(name) if name in ROLES else 0
 
 
 def github_address(repository: str, issue: int) -> str:
@@ -73,10 +88,14 @@ class GithubChannel:
     settle_edits = True
     one_at_a_time = True
 
-    def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str) -> None:
+    def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str,
+                 min_permission: str = "write") -> None:
+        if min_permission not in MIN_PERMISSIONS:
+            raise ValueError(f"min_permission is one of {', '.join(MIN_PERMISSIONS)}, not {min_permission!r}")
         self.client = client
         self.bot_login = bot_login
         self.webhook_secret = webhook_secret
+        self.min_permission = min_permission
 
     def address(self, data: dict[str, Any]) -> str:
         """`{repo: "owner/name", issue: N}`: the issue or pull request whose comments hold the session."""
@@ -116,16 +135,30 @@ class GithubChannel:
             repository, _, comment_id = ref.rpartition(":")
             self.client.add_reaction(repository, int(comment_id), content)
 
-    def responder(self, reply: CommentReply) -> Principal:
+    def notify(self, notice: dict[str, Any]) -> None:
+        """Post the reply an ignored comment's notice holds (see `turned_away`)."""
+        self.client.create_comment(notice["repository"], int(notice["issue"]), notice["text"])
+
+    def responder(self, reply: CommentReply) -> tuple[Principal, str | None]:
         """The comment's author as a principal, with their role on the repository from the collaborators
-        permission API (never `author_association`); `permission` is None when GitHub could not be asked."""
+        permission API (never `author_association`; `permission` is None when GitHub could not be asked), and
+        why the channel ignores them: None when they may use it, `permission` below `min_permission`,
+        `permission-unknown` when GitHub could not be asked (fail closed; with `none` / `any` it does not matter)."""
+        anyone = self.min_permission in ANYONE
         try:
-            permission: str | None = self.client.permission(reply.repository, reply.login)
+            role = self.client.role(reply.repository, reply.login)
         except (ChannelUnavailable, GithubError):
-            log.warning("no permission for %s on %s; the principal says None", reply.login, reply.repository,
-                        exc_info=True)
-            permission = None
-        return github_principal(reply, permission)
+            log.warning("no permission for %s on %s; %s", reply.login, reply.repository,
+                        "the principal says None" if anyone else
+                        f"their comment {reply.comment_id} is ignored (GITHUB_MIN_PERMISSION={self.min_permission} "
+                        "fails closed; it is not retried)", exc_info=True)
+            return github_principal(reply, None), None if anyone else "permission-unknown"
+        principal = github_principal(reply, role.name)
+        if anyone or rank(role) >= ROLES.index(self.min_permission):
+            return principal, None
+        log.info("ignored comment %s by %s on %s#%s: role %s is below GITHUB_MIN_PERMISSION=%s", reply.comment_id,
+                 reply.login, reply.repository, reply.issue, role.name, self.min_permission)
+        return principal, "permission"
 
     # -- inbound, from the gateway's webhook ------------------------------------------------------------
 
@@ -144,9 +177,23 @@ class GithubChannel:
             fresh = accept(rt, self.name, delivery.key, None, webhook.body, None)
             return WebhookReply(("pong" if isinstance(event, PingEvent) else "ignored") if fresh else "duplicate")
         item = self.inbound_item(rt, event)
-        principal = self.responder(event) if item is not None else None
+        principal, turned_away = self.responder(event) if item is not None else (None, None)
+        if turned_away is not None:
+            item = self.turned_away(rt, event, turned_away)
         fresh = accept(rt, self.name, f"comment:{event.comment_id}", principal, webhook.body, item)
-        return WebhookReply(("accepted" if item is not None else "ignored") if fresh else "duplicate")
+        acts = item is not None and turned_away is None
+        return WebhookReply(("accepted" if acts else "ignored") if fresh else "duplicate")
+
+    def turned_away(self, rt: Runtime, reply: CommentReply, why: str) -> dict[str, Any]:
+        """The ignored item of a comment whose writer may not use the bot: 👎 on it, and the first time per
+        person, issue and reason a reply saying why."""
+        once = f"{reply.repository.lower()}:{reply.issue}:{reply.user_id}:{why}"
+        if noticed(rt, self.name, once):
+            return ignored_item(why, ref=reply.ref)
+        floor = self.min_permission if why == "permission" else None
+        notice = {"repository": reply.repository, "issue": reply.issue,
+                  "text": render_turned_away(reply.login, floor)}
+        return ignored_item(why, ref=reply.ref, notice=notice, once=once)
 
     def inbound_item(self, rt: Runtime, reply: CommentReply) -> dict[str, Any] | None:
         """A message to the issue's session, or a command's response to the prompt it replies to (None: the

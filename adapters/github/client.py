@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -22,6 +23,17 @@ from .errors import GithubApiError
 API_VERSION = "2022-11-28"
 PERMISSION_TTL = 60.0
 """Seconds a collaborator's role is reused (per process): a burst of replies asks GitHub once."""
+
+
+@dataclass(frozen=True)
+class CollaboratorRole:
+    """A person's role on a repository, as the collaborators permission API gives it."""
+
+    name: str
+    """`role_name`: admin, maintain, write, triage, read, a custom role's name, or none."""
+    base: str
+    """`permission`, GitHub's legacy base role of it: admin, write (also for maintain), read (also for triage),
+    or none. A custom role's base is the one it inherits, so it is what ranks a custom role."""
 
 
 class GithubClient:
@@ -36,7 +48,7 @@ class GithubClient:
             "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION, "User-Agent": "hitl-gateway",
         })
-        self._roles: dict[tuple[str, str], tuple[str, float]] = {}
+        self._roles: dict[tuple[str, str], tuple[CollaboratorRole, float]] = {}
         self._lock = threading.Lock()
 
     def create_comment(self, repository: str, issue: int, body: str) -> int:
@@ -55,6 +67,11 @@ class GithubClient:
     def permission(self, repository: str, login: str) -> str:
         """The person's role on the repository (`role_name`: admin, maintain, write, triage, read, a custom
         role, or none), from the collaborators permission API, reused for PERMISSION_TTL seconds."""
+        return self.role(repository, login).name
+
+    def role(self, repository: str, login: str) -> CollaboratorRole:
+        """The person's role and its base role (none for someone GitHub says is no collaborator, a 404), reused
+        for PERMISSION_TTL seconds. Raises ChannelUnavailable or GithubApiError when GitHub cannot be asked."""
         key, now = (repository.lower(), login.lower()), self.clock()
         with self._lock:
             cached = self._roles.get(key)
@@ -63,11 +80,12 @@ class GithubClient:
         try:
             answer = self.call("GET", f"/repos/{repository}/collaborators/{login}/permission",
                                timeout=self.permission_timeout).json()
-            role = str(answer.get("role_name") or answer.get("permission") or "none")
+            base = str(answer.get("permission") or "none")
+            role = CollaboratorRole(str(answer.get("role_name") or base), base)
         except GithubApiError as exc:
             if exc.status != 404:
                 raise
-            role = "none"  # not a collaborator GitHub will tell us about
+            role = CollaboratorRole("none", "none")  # not a collaborator GitHub will tell us about
         with self._lock:
             self._roles[key] = (role, now + PERMISSION_TTL)
         return role

@@ -56,3 +56,14 @@ def render_refusal(request: InputRequestOut, responder: Principal, reason: str) 
     login = responder.attributes.get("login")
     who = f"@{login}" if login else responder.display_name
     return fit(f"{who} " + quiet_mentions(f"your answer to “{request.prompt}” was not accepted: {reason}"))
+
+
+def render_turned_away(login: str, floor: str | None) -> str:
+    """The reply to someone whose comments the bot ignores: below `floor` (GITHUB_MIN_PERMISSION), or (None)
+    whose access GitHub could not tell."""
+    if floor is None:
+        why = ("GitHub could not tell me what access you have to this repository just now. "
+               "Please comment again in a minute.")
+    else:
+        why = f"only collaborators with {floor} access (or more) to this repository may use this bot."
+    return fit(f"@{login} thanks for your comment; it was not passed on: {why}")

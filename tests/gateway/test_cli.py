@@ -389,6 +389,8 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
     ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
      "DATABASE_URL: Value error, is not a URL SQLAlchemy can read (is the port a number?)"),
     ("REDIS_URL", "localhost:6379", "REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
+    ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: Value error, must be one of read, triage, write, "
+                                       "maintain, admin, none, any"),
     ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like key=principalId, and "
                                               "entry 2 does not"),
 ])

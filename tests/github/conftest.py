@@ -19,12 +19,12 @@ API_URL = "https://ghe.example.test/api/v3"
 
 
 @contextmanager
-def github_in_process(tmp_path: Path, agent: str = TEST_AGENT) -> Iterator[Github]:
+def github_in_process(tmp_path: Path, agent: str = TEST_AGENT, **settings: str) -> Iterator[Github]:
     fake = FakeGithub(TOKEN, BOT)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         mount(fake, mock, API_URL)
         stack = Stack("sqlite", Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent=agent,
-                                         api_keys=API_KEYS, **github_settings(API_URL)))
+                                         api_keys=API_KEYS, **{**github_settings(API_URL), **settings}))
         try:
             yield Github(stack, fake)
         finally:

@@ -40,6 +40,9 @@ ROUTES = [
     ("GET", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<login>[^/]+)/permission$"), "role"),
 ]
 
+LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}
+"""GitHub's `permission` for each role: maintain reads `write`, triage reads `read`."""
+
 
 class FakeGithub:
     def __init__(self, token: str, bot_login: str) -> None:
@@ -52,6 +55,7 @@ class FakeGithub:
             self.ids = itertools.count(1000)
             self.comments: dict[int, Comment] = {}
             self.roles: dict[str, str] = {}
+            self.custom_roles: dict[str, str] = {}  # an organization's custom role -> the legacy base GitHub gives
             self.calls: list[tuple[str, str]] = []
             self.down = False  # every call answers 502
             self.gone: set[int] = set()  # issues deleted, or out of the token's reach: commenting answers 404
@@ -114,9 +118,10 @@ class FakeGithub:
         return 201, {}, {"content": data["content"]}
 
     def role(self, data: dict[str, Any], repo: str, login: str) -> Answer:
+        """As GitHub answers: `role_name` the role (a custom role's name), `permission` its legacy base role."""
         role = self.roles.get(login, "write")
-        return 200, {}, {"permission": "write" if role == "maintain" else role, "role_name": role,
-                         "user": {"login": login}}
+        base = LEGACY.get(role) or self.custom_roles.get(role, "read")
+        return 200, {}, {"permission": base, "role_name": role, "user": {"login": login}}
 
 
 def mount(fake: FakeGithub, mock: responses.RequestsMock, base_url: str) -> None:

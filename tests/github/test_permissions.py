@@ -1,7 +1,8 @@
 """A response policy of one's own reads the collaborator role GitHub's permission API gave: "write or better".
 
 The agent here is not the test agent: a release agent whose `publish` tool anyone with write access may approve,
-the way a CI job asks maintainers on a pull request.
+the way a CI job asks maintainers on a pull request. GITHUB_MIN_PERMISSION is `triage` here, so a triager's
+`/approve` reaches the response policy (with the default, `write`, the channel ignores it first: test_access.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ agent = Agent(name="release-agent", instructions="You publish releases.", model=
 
 @pytest.fixture
 def releases(tmp_path: Path) -> Iterator[Github]:
-    with github_in_process(tmp_path, agent=f"{__name__}:agent") as built:
+    with github_in_process(tmp_path, agent=f"{__name__}:agent", github_min_permission="triage") as built:
         yield built
 
 

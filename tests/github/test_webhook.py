@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from engine.recovery import sweep
+from tests.github.conftest import github_in_process
 from tests.github.support import (
     ALICE,
     BOB,
@@ -196,7 +198,12 @@ def test_a_command_that_answers_nothing_is_ignored(github: Github) -> None:
     assert len(pending(github, question)) == len(pending(github, approval)) == 1
 
 
-def test_permission_comes_from_the_collaborators_api_not_author_association(github: Github) -> None:
+def test_permission_comes_from_the_collaborators_api_not_author_association(tmp_path: Path) -> None:
+    with github_in_process(tmp_path, github_min_permission="triage") as github:
+        permission_from_the_collaborators_api(github)
+
+
+def permission_from_the_collaborators_api(github: Github) -> None:
     github.fake.roles["carol"] = "triage"
     start(github, QUESTION, who=CAROL)  # GitHub's example says author_association OWNER: never used
     github.comment(CAROL, "/answer 1")
@@ -215,7 +222,14 @@ def test_a_renamed_user_is_the_same_person(github: Github) -> None:
     assert "**Approved by alice-renamed.**" in github.prompts()[0][1].body
 
 
-def test_github_down_the_webhook_still_answers_and_nothing_is_lost(github: Github) -> None:
+def test_github_down_the_webhook_still_answers_and_nothing_is_lost(tmp_path: Path) -> None:
+    """With GITHUB_MIN_PERMISSION=none the permission only informs response policies (the default fails closed:
+    test_access.py)."""
+    with github_in_process(tmp_path, github_min_permission="none") as github:
+        nothing_lost_while_github_is_down(github)
+
+
+def nothing_lost_while_github_is_down(github: Github) -> None:
     github.fake.down = True
     opening = github.comment(ALICE, f"@{BOT} {script([REFUND])}")
     assert opening.response.status_code == 202  # stored and queued without GitHub
