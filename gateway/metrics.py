@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
+from engine.inbound import NOTICE
 from engine.runtime import Runtime
 from engine.tables import Inbound, InputRequest, Run, Turn
 
@@ -148,7 +149,7 @@ def webhook_families(db: DbSession) -> list[Family]:
                         "Webhook deliveries dropped as duplicates (platform retries, redeliveries), by channel.")
     for channel, count, repeats in db.execute(
         select(Inbound.channel, func.count(), func.coalesce(func.sum(Inbound.duplicates), 0))
-        .group_by(Inbound.channel).order_by(Inbound.channel)
+        .where(~Inbound.external_id.startswith(NOTICE)).group_by(Inbound.channel).order_by(Inbound.channel)
     ).all():
         deliveries.add(count, channel=channel)
         duplicates.add(int(repeats), channel=channel)

@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.channels import ChannelUnavailable, QueuePosition
 from engine.delivery import shown_requests
-from engine.inbound import accept, ignored_item, message_item, noticed, responses_item
+from engine.inbound import accept, ignored_item, message_item, responses_item
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 from engine.runtime import Runtime
@@ -179,17 +179,15 @@ class GithubChannel:
         item = self.inbound_item(rt, event)
         principal, turned_away = self.responder(event) if item is not None else (None, None)
         if turned_away is not None:
-            item = self.turned_away(rt, event, turned_away)
+            item = self.turned_away(event, turned_away)
         fresh = accept(rt, self.name, f"comment:{event.comment_id}", principal, webhook.body, item)
         acts = item is not None and turned_away is None
         return WebhookReply(("accepted" if acts else "ignored") if fresh else "duplicate")
 
-    def turned_away(self, rt: Runtime, reply: CommentReply, why: str) -> dict[str, Any]:
+    def turned_away(self, reply: CommentReply, why: str) -> dict[str, Any]:
         """The ignored item of a comment whose writer may not use the bot: 👎 on it, and the first time per
         person, issue and reason a reply saying why."""
         once = f"{reply.repository.lower()}:{reply.issue}:{reply.user_id}:{why}"
-        if noticed(rt, self.name, once):
-            return ignored_item(why, ref=reply.ref)
         floor = self.min_permission if why == "permission" else None
         notice = {"repository": reply.repository, "issue": reply.issue,
                   "text": render_turned_away(reply.login, floor)}

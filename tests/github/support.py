@@ -18,6 +18,7 @@ from werkzeug.test import TestResponse
 
 from adapters.github import github_address
 from engine.delivery import shown_requests
+from engine.inbound import NOTICE
 from engine.protocol import InputRequestOut
 from engine.tables import Inbound, Session
 from tests.conftest import Stack, WorkerProcess, make_stack, worker_env
@@ -121,8 +122,10 @@ class Github:
         return [c.body for c in self.fake.by_bot(REPO, issue)]
 
     def inbound(self) -> list[Inbound]:
+        """The deliveries stored (not the audit rows of notices given)."""
         with self.stack.rt.db.read() as db:
-            return list(db.execute(select(Inbound).order_by(Inbound.id)).scalars())
+            return list(db.execute(select(Inbound).where(~Inbound.external_id.startswith(NOTICE))
+                                   .order_by(Inbound.id)).scalars())
 
 
 _shared: dict[str, Any] = {}
