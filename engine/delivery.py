@@ -25,6 +25,8 @@ from .tables import Event, InputRequest, Post, Session
 log = logging.getLogger(__name__)
 
 LEASE = timedelta(seconds=60)
+NOT_TAKEN = ("rejected", "failed", "timed-out")
+"""A response the policy refused, or could not judge: the responder is told why, and the request stays open."""
 
 # a delivery's statements, built once (see turns.py)
 _LEASE_FREE = (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < bindparam("now"))
@@ -163,7 +165,7 @@ class Delivery:
             message = (data.get("error") or {}).get("message", "unknown error")
             self.once(f"event:{event.seq}", f"the failure of turn {event.turn_id}",
                       lambda: self.adapter.say(self.info, f"That failed: {message}"))
-        elif event.type == "approval.candidate" and data.get("outcome") == "rejected":
+        elif event.type == "approval.candidate" and data.get("outcome") in NOT_TAKEN:
             self.refusal(event.seq, data)
         elif event.type == "input.requested":
             self.show_open(event.seq)

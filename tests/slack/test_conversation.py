@@ -74,6 +74,16 @@ def test_another_user_is_refused_in_an_ephemeral_and_the_request_stays_open(slac
     assert refunds() == []
 
 
+def test_an_answer_the_response_policy_cannot_judge_is_told_so_and_the_request_stays_open(slack: Workspace) -> None:
+    mention = slack.mention("alice", script([("audited_refund", {"amount": 5})]))
+    [card] = slack.cards(mention)
+    slack.ok(slack.click("alice", card, "Approve"))
+    [told] = slack.fake.ephemerals  # not left wondering: the policy failed, and she may try again
+    assert told.user == USERS["alice"] and "the response policy failed: ConnectionError" in told.text
+    assert controls(card) == ["Approve", "Cancel"] and len(card.versions) == 1
+    assert read_ledger() == []
+
+
 def test_sibling_cards_keep_their_controls_when_one_is_answered(slack: Workspace) -> None:
     mention = slack.mention("alice", script([REFUND, ("refund", {"charge_id": "ch_2", "amount": 6})]))
     first, second = slack.cards(mention)

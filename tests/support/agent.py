@@ -205,6 +205,17 @@ def payout(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"paid": amount}
 
 
+def audit_down(ctx: ResponseContext) -> dict[str, str]:
+    raise ConnectionError("the audit service is down")
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=audit_down))
+def audited_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund whose response policy cannot judge anyone (its audit service is down)."""
+    record("audited_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
 def two_people(ctx: ResponseContext) -> dict[str, str]:
     """Approve needs two different people; the first one's response waits."""
     if ctx.response.decision != "approve":
@@ -279,7 +290,7 @@ agent = Agent(
     name="test-agent",
     instructions="You are the test agent.",
     model=ScriptedModel(play),
-    tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, wire_transfer, slow_refund, slow_sync,
-           fragile, broken, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
+    tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, audited_refund, wire_transfer, slow_refund,
+           slow_sync, fragile, broken, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )
