@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,12 @@ from redis.client import PubSub
 from rq import Queue, SimpleWorker
 from rq.worker import BaseWorker
 
+from engine.protocol import api_key_principal
+from engine.sessions import open_session
 from gateway.rqworker import WORKER_CLASSES
+from gateway.settings import Settings
+from tests.conftest import TEST_AGENT, Stack, WorkerProcess, truncate_all, worker_env
+from tests.support.agent import read_ledger, script, started, wait_for
 
 PROMPT = 5.0
 """Seconds: far below the listener's 60 s wait, far above a round trip to Redis."""
@@ -50,3 +56,30 @@ def test_the_worker_stops_listening_at_once(name: str, redis_url: str, monkeypat
 def test_rqs_own_worker_waits_out_its_listener(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the classes above fix (if RQ fixes it, they can go)."""
     assert unsubscribe_time(SimpleWorker, redis_url, monkeypatch) >= 2 * PROMPT
+
+
+@pytest.mark.parametrize("name", sorted(WORKER_CLASSES))
+def test_a_sigterm_to_every_process_lets_the_running_job_finish(name: str, postgres_url: str, redis_url: str,
+                                                                tmp_path: Path) -> None:
+    """What a platform does on a restart (Heroku signals every process of the dyno; systemd the whole cgroup):
+    SIGTERM to the worker, its scheduler and a fork worker's work horse. The tool finishes, the turn completes
+    in that run, and the worker exits."""
+    truncate_all(postgres_url)
+    queue = f"term-{uuid.uuid4().hex[:12]}"
+    stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
+                                       agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
+    worker = WorkerProcess(worker_env(postgres_url, redis_url, queue, HITL_WORKER_CLASS=name),
+                           tmp_path / "worker.log")
+    try:
+        opened = open_session(stack.rt, api_key_principal("alice"),
+                              message=script([("slow_sync", {"seconds": 2})], final="ok"))
+        wait_for(started("slow_sync"), what="the tool to start")
+        worker.kill(15)
+        assert worker.proc.returncode == 0, worker.tail()
+        [turn] = stack.history(opened.session_id)["turns"]
+        assert turn["status"] == "completed", worker.tail()
+        assert [run["status"] for run in turn["runs"]] == ["succeeded"]
+        assert [e["phase"] for e in read_ledger() if e["tool"] == "slow_sync"] == ["start", "end"]
+    finally:
+        worker.kill(9) if worker.proc.poll() is None else None
+        stack.close()
