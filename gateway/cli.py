@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import WSGIRequestHandler
 
@@ -78,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"hitl: {exc}")
     except OperationalError as exc:  # down, unreachable, refused us, or a SQLite file that cannot be opened
         sys.exit(f"hitl: the database of DATABASE_URL cannot be used: {str(exc.orig).strip().splitlines()[0]}")
+    except RedisError as exc:  # hitl worker: down, unreachable, or refused us (its message names host and port only)
+        sys.exit(f"hitl: the Redis of REDIS_URL cannot be used: {str(exc).strip().splitlines()[0]}")
 
 
 def count(raw: str) -> int:

@@ -418,6 +418,16 @@ def test_a_database_that_cannot_be_used_is_one_line(url: str, problem: str) -> N
     assert problem in last and "Traceback" not in done.stderr and "s3cret" not in done.stderr
 
 
+def test_a_worker_whose_redis_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
+    done = run_hitl("worker", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}",
+                    REDIS_URL="redis://:s3cret@127.0.0.1:1/0")  # nothing listens on port 1
+
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("hitl: the Redis of REDIS_URL cannot be used: "), done.stderr
+    assert "Connection refused" in last and "Traceback" not in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
     done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
                     REDIS_URL="")
