@@ -72,25 +72,46 @@ class Database:
             yield session
 
     def upgrade(self, revision: str = "head") -> None:
-        """Run the Alembic migrations up to `revision`."""
+        """Run the Alembic migrations up to `revision`; a database past this code (`newer_revision()`) is left
+        as it is, as its processes use it."""
         from alembic import command
 
-        command.upgrade(self.alembic_config(), revision)
+        if self.newer_revision() is None:
+            command.upgrade(self.alembic_config(), revision)
 
     def missing_migrations(self) -> list[str]:
         """The migrations of this code the database has not run, newest first: empty when it is at this
         code's head, or past it (a migration of a newer version, as in a rollback)."""
-        from alembic.runtime.migration import MigrationContext
-        from alembic.script import ScriptDirectory
+        if self.newer_revision() is not None:
+            return []
+        script = self._script()
+        current = self._current_revision()
+        return [migration.revision for migration in script.iterate_revisions("heads", current or "base")]
+
+    def newer_revision(self) -> str | None:
+        """The database's revision when this code does not know it (a newer version migrated it, and this one
+        is a rollback), else None."""
         from alembic.script.revision import ResolutionError
 
-        script = ScriptDirectory.from_config(self.alembic_config())
-        with self.engine.connect() as connection:
-            current = MigrationContext.configure(connection).get_current_revision()
+        current = self._current_revision()
+        if current is None:
+            return None
         try:
-            return [migration.revision for migration in script.iterate_revisions("heads", current or "base")]
-        except ResolutionError:  # a revision this code does not know: a newer version migrated it
-            return []
+            self._script().revision_map.get_revision(current)
+        except ResolutionError:
+            return current
+        return None
+
+    def _current_revision(self) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
+        with self.engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+
+    def _script(self) -> Any:
+        from alembic.script import ScriptDirectory
+
+        return ScriptDirectory.from_config(self.alembic_config())
 
     def alembic_config(self) -> Any:
         from alembic.config import Config

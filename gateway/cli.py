@@ -178,7 +178,12 @@ def cmd_db_upgrade(args: argparse.Namespace) -> None:
     settings = load_settings()
     from engine.db import Database
 
-    Database(settings.database_url).upgrade()
+    db = Database(settings.database_url)
+    newer = db.newer_revision()
+    if newer is not None:  # a rollback's release: the processes of this version use it as it is
+        print(f"database is at revision {newer}, of a newer version than this one: left as it is")
+        return
+    db.upgrade()
     print("database is at the latest revision")
 
 

@@ -147,6 +147,34 @@ def test_db_upgrade_as_a_process_on_postgres(empty_postgres: tuple[str, str]) ->
     assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(url, schema)
 
 
+def newer_version_migrated(url: str) -> None:
+    """As before a rollback: the database holds a migration of a newer version, which this code does not know."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_from_a_newer_version'"))
+    engine.dispose()
+
+
+def test_db_upgrade_leaves_a_database_a_newer_version_migrated(empty_postgres: tuple[str, str],
+                                                               tmp_path: Path) -> None:
+    """A rollback runs the release command of the older version: it must not fail (a failed release phase
+    stops the rollback), and it changes nothing. SQLite, upgraded on start, starts likewise."""
+    sqlite = f"sqlite:///{tmp_path / 'hitl.db'}"
+    for url in (empty_postgres[0], sqlite):
+        assert run_hitl("db", "upgrade", DATABASE_URL=url).returncode == 0
+        newer_version_migrated(url)
+
+        done = run_hitl("db", "upgrade", DATABASE_URL=url)
+
+        assert done.returncode == 0, done.stderr
+        assert "9999_from_a_newer_version" in done.stdout and "Traceback" not in done.stderr
+        with create_engine(url).connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
+                "9999_from_a_newer_version"
+        done = run_hitl("requests", DATABASE_URL=url, REDIS_URL="")
+        assert done.returncode == 0, done.stderr
+
+
 def test_an_unmigrated_postgres_database_stops_the_gateway_naming_db_upgrade(empty_postgres: tuple[str, str]) -> None:
     """PostgreSQL is migrated as a release step (SQLite, embedded, on start): a process started before it
     says what to run, where it used to start and fail each request on a missing table."""
