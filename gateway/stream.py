@@ -31,6 +31,11 @@ HEARTBEAT_SECONDS = 15.0  # a `: keepalive` comment after this long without a fr
 POLL_SECONDS = 0.25  # how often an open stream reads the database for new events
 BATCH = 500  # events read per query; a full batch is followed at once by the next
 RETRY_MILLISECONDS = 1000  # how long a browser's EventSource waits before it reconnects
+LIFETIME_SECONDS = 20.0
+"""A stream ends after this long and its client reconnects after `Last-Event-ID`, missing nothing: a web process
+stopping (a deploy, a restart) waits for its open requests only up to gunicorn's 30 s graceful timeout, Heroku's
+grace too, and a stream that never ended held every stop that long and was then killed; each stream's thread is
+also handed back this often."""
 
 
 def wants_event_stream() -> bool:
@@ -81,9 +86,11 @@ def event_stream(session_id: str) -> Response:
 
 
 def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]) -> Iterator[str]:
-    """Every event after `after`, once and in order, then each new one as it is committed; never ends by itself."""
+    """Every event after `after`, once and in order, then each new one as it is committed, for LIFETIME_SECONDS
+    (the client then reconnects, resuming after the last event it got)."""
     yield f"retry: {RETRY_MILLISECONDS}\n\n"
     last_write = time.monotonic()
+    ends = last_write + LIFETIME_SECONDS
     while True:
         for event in batch:
             yield frame(event)
@@ -94,6 +101,8 @@ def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]
         elif now - last_write >= HEARTBEAT_SECONDS:
             yield ": keepalive\n\n"
             last_write = now
+        if now >= ends:
+            return
         if len(batch) < BATCH:
             time.sleep(POLL_SECONDS)
         try:

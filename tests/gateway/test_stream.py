@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,26 @@ def test_an_idle_stream_sends_keepalive_comments(stack: Stack, server: str) -> N
         reader = EventStream(response)
         assert reader.frame() == {"retry": str(stream.RETRY_MILLISECONDS)}
         assert reader.frame() == {"comment": "keepalive"}
+
+
+def test_a_stream_ends_after_its_lifetime_and_the_reconnect_misses_nothing(stack: Stack, server: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """So a web process stopping never waits out its graceful timeout on a stream that would never end."""
+    monkeypatch.setattr(stream, "LIFETIME_SECONDS", 1.0)
+    session_id, _ = stack.start(REFUND)
+    with connect(server, session_id) as response:
+        started = time.monotonic()
+        first = EventStream(response).events_until("turn.waiting")
+        rest = []
+        for line in response.iter_lines(decode_unicode=True):  # to the end: it ends by itself
+            rest.append(line)
+            assert time.monotonic() - started < 10, "the stream did not end"
+    [pending] = stack.pending(session_id)
+    stack.answer(pending["requestId"], "approve")
+    with connect(server, session_id, {"Last-Event-ID": str(first[-1]["seq"])}) as again:
+        after = EventStream(again).events_until("session.waiting")
+    assert not any(line.startswith("id:") for line in rest)
+    assert first + after == stack.events(session_id)
 
 
 def test_an_eventsource_authenticates_with_access_token_in_the_query(stack: Stack, server: str) -> None:

@@ -10,6 +10,7 @@ const STATUS = {
   "turn.failed": "turn failed", "turn.cancelled": "turn cancelled", "session.waiting": "idle",
 };
 const RECONNECT_MS = 3000;
+const QUIET_RECONNECT_MS = 3000; // the server ends each stream every 20 s: a reconnect this quick is not news
 const HISTORY_DELAY_MS = 300;
 
 export class SessionView {
@@ -52,9 +53,13 @@ export class SessionView {
   connect() {
     this.source = openEvents(this.sessionId, this.lastSeq);
     for (const type of EVENT_TYPES) this.source.addEventListener(type, (message) => this.receive(JSON.parse(message.data)));
-    this.source.onopen = () => (this.live.textContent = "live");
+    this.source.onopen = () => {
+      clearTimeout(this.quiet);
+      this.live.textContent = "live";
+    };
     this.source.onerror = () => {
-      this.live.textContent = "reconnecting…";
+      clearTimeout(this.quiet);
+      this.quiet = setTimeout(() => (this.live.textContent = "reconnecting…"), QUIET_RECONNECT_MS);
       if (this.source.readyState !== EventSource.CLOSED) return; // the browser retries by itself
       this.retry = setTimeout(() => this.connect(), RECONNECT_MS);
     };
@@ -86,6 +91,7 @@ export class SessionView {
     this.closed = true;
     this.source?.close();
     clearTimeout(this.retry);
+    clearTimeout(this.quiet);
     clearTimeout(this.historyTimer);
   }
 }
