@@ -30,6 +30,10 @@ INLINE_WORKERS = 4
 
 QUEUE_NAME = "hitl"
 
+JOB_TIMEOUT_SECONDS = 180
+"""How long a job may run on a worker (RQ's own default): a turn's run with its tools, or a delivery. RQ stops a
+job past it (a tool then fails with the timeout); HITL_JOB_TIMEOUT sets it for tools that take longer."""
+
 JOB_RESULT_TTL_SECONDS = 60
 """How long RQ keeps a finished job (its result is always None). Deleting it at once costs RQ 3 about
 0.5 ms of CPU and 0.8 ms of wall time more per job (measured: 2.8 against 2.2-2.3 ms for a no-op job on

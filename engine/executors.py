@@ -58,12 +58,14 @@ class InlineExecutor:
 class RQExecutor:
     """Pushes jobs to an RQ queue; `hitl worker` runs them. Job ids use only [A-Za-z0-9_-]."""
 
-    def __init__(self, redis_url: str, queue_name: str = defaults.QUEUE_NAME) -> None:
+    def __init__(self, redis_url: str, queue_name: str = defaults.QUEUE_NAME,
+                 job_timeout: int = defaults.JOB_TIMEOUT_SECONDS) -> None:
         from redis import Redis
         from rq import Queue
 
         self.redis = Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=5)
         self.queue = Queue(queue_name, connection=self.redis)
+        self.job_timeout = job_timeout
 
     def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
         """Enqueue by name; the worker's own runtime (engine.runtime.current()) runs it."""
@@ -72,7 +74,7 @@ class RQExecutor:
 
         try:
             self.queue.enqueue_call(
-                "engine.jobs.run", args=(job, outbox_id, *args), job_id=job_id,
+                "engine.jobs.run", args=(job, outbox_id, *args), job_id=job_id, timeout=self.job_timeout,
                 result_ttl=defaults.JOB_RESULT_TTL_SECONDS, failure_ttl=defaults.JOB_FAILURE_TTL_SECONDS,
                 retry=Retry(max=3, interval=[1, 5, 30]),
             )

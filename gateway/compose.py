@@ -52,7 +52,7 @@ def build_runtime(settings: Settings) -> Runtime:
                 f"the database at DATABASE_URL lacks {len(missing)} migration(s) of this version (up to "
                 f"{missing[0]}): run `hitl db upgrade` first (the Procfile's release command)")
     executor: Executor = (
-        RQExecutor(settings.redis_url, settings.queue) if settings.redis_url
+        RQExecutor(settings.redis_url, settings.queue, settings.job_timeout) if settings.redis_url
         else InlineExecutor(settings.inline_workers)
     )
     return install(Runtime(

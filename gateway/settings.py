@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias="HITL_API_KEYS")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="HITL_ALLOWED_HOSTS")
     lease_seconds: int = Field(30, ge=3, validation_alias="HITL_LEASE_SECONDS")
+    job_timeout: int = Field(180, ge=1, validation_alias="HITL_JOB_TIMEOUT")
     queue: str = Field("hitl", pattern=r"^[A-Za-z0-9_-]+$", validation_alias="HITL_QUEUE")
     sweep_seconds: float = Field(10.0, gt=0, validation_alias="HITL_SWEEP_SECONDS")
     inline_workers: int = Field(4, ge=1, validation_alias="HITL_INLINE_WORKERS")

@@ -14,8 +14,10 @@ from redis.client import PubSub
 from rq import Queue, SimpleWorker
 from rq.worker import BaseWorker
 
+from engine.executors import RQExecutor
 from engine.protocol import api_key_principal
 from engine.sessions import open_session
+from gateway.compose import build_runtime
 from gateway.rqworker import WORKER_CLASSES
 from gateway.settings import Settings
 from tests.conftest import TEST_AGENT, Stack, WorkerProcess, truncate_all, worker_env
@@ -83,3 +85,19 @@ def test_a_sigterm_to_every_process_lets_the_running_job_finish(name: str, postg
     finally:
         worker.kill(9) if worker.proc.poll() is None else None
         stack.close()
+
+
+def test_rq_jobs_get_the_job_timeout_of_the_settings(redis_url: str, tmp_path: Path) -> None:
+    """HITL_JOB_TIMEOUT reaches every job the web processes push (RQ's 180 s otherwise)."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'timeout.db'}", redis_url=redis_url,
+                        queue=f"test-timeout-{uuid.uuid4().hex[:8]}", job_timeout=900, agent=TEST_AGENT)
+    rt = build_runtime(settings)
+    rq = rt.executor
+    assert isinstance(rq, RQExecutor)
+    try:
+        rq.submit(rt, "sweep", [], "long", 1)
+        [job] = rq.queue.get_jobs()
+        assert job.timeout == 900
+        assert RQExecutor(redis_url).job_timeout == 180
+    finally:
+        rq.queue.empty()
