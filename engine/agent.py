@@ -129,9 +129,10 @@ class Tool:
         return schema
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Check the model's input against the signature; raises ValueError with a readable message."""
+        """Check the model's input against the signature and return the arguments as the hints ask (a
+        pydantic model argument arrives as that model, not as a dict); raises ValueError with a readable message."""
         try:
-            return self.input_model.model_validate(data).model_dump()
+            return dict(self.input_model.model_validate(data))
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"invalid input for {self.name}: {problems}") from exc

@@ -27,7 +27,7 @@ def ask_question(response: ResponsePolicy | None = None, expires_in: float | tim
     def ask(ctx: ToolContext, question: str, options: list[QuestionOption] | None = None) -> dict[str, Any]:
         """Ask the user a question and wait for the answer. Give 2-3 options when there are obvious
         choices (each a short label and an optional description); the user may always type an answer."""
-        choices = [o if isinstance(o, dict) else o.model_dump(exclude_none=True) for o in options or []]
+        choices = [o.model_dump(exclude_none=True) for o in options or []]
         labels = [c["label"].strip().lower() for c in choices]
         if choices and not 2 <= len(choices) <= 3:
             raise ValueError("give either no options or 2 to 3 options")

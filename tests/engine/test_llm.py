@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import requests
 import responses
+from pydantic import BaseModel
 
-from engine import Agent, tool
+from engine import Agent, ToolContext, tool
 from engine.llm import ModelError, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
 
 BASE_URL = "http://llm.test/v1"
@@ -287,3 +288,29 @@ def test_a_tools_spec_is_its_name_docstring_and_input_schema_at_every_step() -> 
             "required": ["city"],
         },
     }]
+
+
+class Line(BaseModel):
+    sku: str
+    qty: int = 1
+
+
+def test_a_tool_taking_pydantic_models_gets_them_as_models_and_its_schema_describes_them() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def order(lines: list[Line], rush: Line | None = None) -> dict[str, Any]:
+        """Place an order."""
+        seen.append((lines, rush))
+        return {"skus": [line.sku for line in lines], "rush": rush.sku if rush else None}
+
+    assert order.parameters["properties"]["lines"] == {
+        "items": {"$ref": "#/$defs/Line"}, "title": "Lines", "type": "array"}
+    assert order.parameters["$defs"]["Line"]["required"] == ["sku"]
+
+    context = ToolContext(session_id="s", turn_id="t", call_id="c", requester=None, approval=None,
+                          idempotency_key="k")
+    output = order.invoke(context, {"lines": [{"sku": "a", "qty": 2}, {"sku": "b"}], "rush": {"sku": "c"}})
+
+    assert output == {"skus": ["a", "b"], "rush": "c"}
+    assert seen == [([Line(sku="a", qty=2), Line(sku="b")], Line(sku="c"))]
