@@ -75,6 +75,8 @@ class OpenAIChatModel:
                 )
                 for call in message.get("tool_calls") or []
             ]
+        except requests.HTTPError as exc:  # the endpoint's own words say why (a bad key, a limit, no such model)
+            raise ModelError(f"chat completion failed: {exc}: {_said(exc.response)}") from exc
         except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelError(f"chat completion failed: {exc}") from exc
         return ModelReply(text=message.get("content"), tool_calls=calls)
@@ -86,3 +88,15 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     if not isinstance(decoded, dict):
         raise ValueError(f"tool call arguments are {decoded!r}, not a JSON object")
     return decoded
+
+
+def _said(response: requests.Response) -> str:
+    """What an endpoint that refused a call said: OpenAI's `{"error": {"message"}}`, else the body's start."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("message"):
+        error = error["message"]
+    said = error if isinstance(error, str) and error else response.text
+    return " ".join(said.split())[:500] or "(an empty body)"

@@ -173,6 +173,29 @@ def test_http_500_raises_model_error(mock: responses.RequestsMock) -> None:
 
 
 @pytest.mark.parametrize(
+    ("status", "kwargs", "said"),
+    [
+        (401, {"json": {"error": {"message": "Incorrect API key provided: sk-...st", "type": "invalid_request_error"}}},
+         "Incorrect API key provided: sk-...st"),
+        (429, {"json": {"error": {"message": "Rate limit reached for gpt-test"}}}, "Rate limit reached for gpt-test"),
+        (400, {"json": {"error": "model 'llama9' not found"}}, "model 'llama9' not found"),
+        (502, {"body": "upstream unavailable", "content_type": "text/plain"}, "upstream unavailable"),
+    ],
+    ids=["openai-error-object", "rate-limit", "error-string", "plain-text"],
+)
+def test_an_http_error_names_the_status_and_what_the_endpoint_said(
+    mock: responses.RequestsMock, status: int, kwargs: dict[str, Any], said: str
+) -> None:
+    mock.post(URL, status=status, **kwargs)
+
+    with pytest.raises(ModelError) as info:
+        OpenAIChatModel(BASE_URL, "k", "m").complete([{"role": "user", "content": "hi"}], [])
+
+    assert str(info.value).startswith(f"chat completion failed: {status} ")
+    assert str(info.value).endswith(f": {said}")
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         {"body": "<html>Bad gateway</html>", "content_type": "text/html"},
