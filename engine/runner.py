@@ -312,11 +312,15 @@ class Driver:
                                                  "message": "the call's input differs from what was approved"})
         try:
             output = work.tool.invoke(work.ctx, work.data)
-            json.dumps(output)
         except Park:
             return ToolDone(work.call_id, parked=True)
         except Exception as exc:
             return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"})
+        try:  # strict JSON (PostgreSQL and the model's endpoint refuse NaN); the tool ran, so say so
+            json.dumps(output, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            message = f"{work.tool.name} ran, but its result cannot be stored as JSON: {type(exc).__name__}: {exc}"
+            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": message})
         return ToolDone(work.call_id, output=output)
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:

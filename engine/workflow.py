@@ -67,7 +67,7 @@ class CallWorkflow:
         if name in stored:
             return stored[name]
         result = fn()
-        json.dumps(result)  # a step's result must be storable
+        json.dumps(result, allow_nan=False)  # a step's result must be storable (PostgreSQL refuses NaN)
         with self.rt.transaction() as db:
             self.fence(db)
             call = db.get_one(ToolCall, self.call_id)

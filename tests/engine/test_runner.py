@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from engine import runner
 from engine.queries import events_after
 from tests.conftest import Stack, sqlite_settings
-from tests.support.agent import script
+from tests.support.agent import read_ledger, script
 
 
 @pytest.fixture
@@ -58,3 +59,17 @@ def test_a_later_step_that_breaks_keeps_what_the_turn_did(local: Stack, monkeypa
     assert turn["status"] == "failed"
     assert [c["status"] for c in turn["toolCalls"]] == ["completed"]  # the tool's result was committed first
     assert event_types(local, sid)[-3:] == ["action.result", "turn.failed", "session.waiting"]
+
+
+def test_a_tool_result_json_cannot_hold_is_a_tool_error_the_model_reads(stack: Stack) -> None:
+    sid, _ = stack.start(script([("average", {"values": []})], final="read"))
+
+    turn = stack.turn(sid)
+    assert turn["status"] == "completed"
+    [call] = turn["toolCalls"]
+    assert call["status"] == "failed"
+    error = json.loads(next(m["content"] for m in turn["messages"] if m["role"] == "tool"))["error"]
+    assert error["code"] == "TOOL_ERROR"
+    assert error["message"] == ("average ran, but its result cannot be stored as JSON: ValueError: Out of range "
+                                "float values are not JSON compliant")
+    assert [e["tool"] for e in read_ledger()] == ["average"]  # it ran once: the model is told so

@@ -286,11 +286,18 @@ def broken(reason: str) -> dict[str, Any]:
     raise RuntimeError(reason)
 
 
+@tool
+def average(values: list[float]) -> dict[str, Any]:
+    """The mean of some numbers: NaN for none, a float JSON has no word for."""
+    record("average", None, values=values)
+    return {"mean": sum(values) / len(values) if values else float("nan")}
+
+
 agent = Agent(
     name="test-agent",
     instructions="You are the test agent.",
     model=ScriptedModel(play),
     tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, audited_refund, wire_transfer, slow_refund,
-           slow_sync, fragile, broken, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
+           slow_sync, fragile, broken, average, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )
