@@ -70,7 +70,7 @@ class OpenAIChatModel:
             calls = [
                 ToolCallRequest(
                     name=call["function"]["name"],
-                    input=_arguments(call["function"].get("arguments")),
+                    input=_arguments(call["function"]["name"], call["function"].get("arguments")),
                     id=call.get("id"),
                 )
                 for call in message.get("tool_calls") or []
@@ -82,11 +82,14 @@ class OpenAIChatModel:
         return ModelReply(text=message.get("content"), tool_calls=calls)
 
 
-def _arguments(raw: str | None) -> dict[str, Any]:
+def _arguments(name: str, raw: str | None) -> dict[str, Any]:
     """A tool call's arguments: a JSON object encoded as a string (absent or empty means no arguments)."""
-    decoded = json.loads(raw or "{}")
+    try:
+        decoded = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ValueError(f"the model's arguments for {name} are not a JSON object: {exc}: {str(raw)[:200]!r}") from exc
     if not isinstance(decoded, dict):
-        raise ValueError(f"tool call arguments are {decoded!r}, not a JSON object")
+        raise ValueError(f"the model's arguments for {name} are not a JSON object: {decoded!r}")
     return decoded
 
 

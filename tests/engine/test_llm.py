@@ -260,8 +260,11 @@ def test_malformed_tool_call_arguments_raise_model_error(
         ),
     )
 
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as info:
         OpenAIChatModel(BASE_URL, "k", "m").complete([{"role": "user", "content": "hi"}], [WEATHER_SPEC])
+
+    assert str(info.value).startswith("chat completion failed: the model's arguments for get_weather are not a "
+                                      "JSON object: ")
 
 
 # --- ScriptedModel -------------------------------------------------------------------------------------
