@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import sys
 from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
@@ -23,10 +25,13 @@ log = logging.getLogger(__name__)
 
 
 def load_agent(spec: str) -> Agent:
-    """`HITL_AGENT=package.module:attribute`."""
+    """`HITL_AGENT=package.module:attribute`, found on the path or in the working directory (the project's own
+    code, as gunicorn finds it: the `hitl` console script's path holds only its own directory)."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(f"HITL_AGENT must look like package.module:attribute, not {spec!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         agent = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:

@@ -456,6 +456,18 @@ def test_a_worker_whose_redis_cannot_be_reached_is_one_line(tmp_path: Path) -> N
     assert "Connection refused" in last and "Traceback" not in done.stderr and "s3cret" not in done.stderr
 
 
+def test_the_agent_module_is_found_in_the_working_directory_as_the_readme_runs_it(tmp_path: Path) -> None:
+    (tmp_path / "myagents.py").write_text("from gateway.demo import agent as billing\n")
+    script = Path(sys.executable).parent / "hitl"  # the console script: its sys.path does not hold the directory
+
+    done = subprocess.run([str(script), "requests"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HITL_AGENT": "myagents:billing",
+                               "DATABASE_URL": f"sqlite:///{tmp_path / 'hitl.db'}", "REDIS_URL": ""})
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("REQUEST ")
+
+
 def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
     done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
                     REDIS_URL="")
