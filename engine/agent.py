@@ -9,7 +9,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any, Protocol, get_type_hints
 
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .errors import ToolDefinitionError
 from .llm import ChatModel
@@ -163,7 +163,8 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseMode
             raise ToolDefinitionError(f"tool {name}: *args and **kwargs cannot be described to a model")
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints.get(param.name, Any), default)
-    return takes_context, create_model(f"{name}_input", **fields)
+    # an argument the tool does not take is refused, never dropped: a person must not approve input the call ignores
+    return takes_context, create_model(f"{name}_input", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def tool(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

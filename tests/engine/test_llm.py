@@ -312,6 +312,7 @@ def test_a_tools_spec_is_its_name_docstring_and_input_schema_at_every_step() -> 
             "properties": {"city": {"title": "City", "type": "string"},
                            "days": {"default": 1, "title": "Days", "type": "integer"}},
             "required": ["city"],
+            "additionalProperties": False,  # the model is told what validation enforces
         },
     }]
 

@@ -73,3 +73,17 @@ def test_a_tool_result_json_cannot_hold_is_a_tool_error_the_model_reads(stack: S
     assert error["message"] == ("average ran, but its result cannot be stored as JSON: ValueError: Out of range "
                                 "float values are not JSON compliant")
     assert [e["tool"] for e in read_ledger()] == ["average"]  # it ran once: the model is told so
+
+
+def test_an_argument_the_tool_does_not_take_is_invalid_input_not_an_approval_of_what_will_not_happen(
+        local: Stack) -> None:
+    # refund has no currency: asking a person to approve "5 EUR" for a tool that refunds 5 of the charge's
+    # currency would show them an input the call does not run with
+    sid, _ = local.start(script([("refund", {"charge_id": "ch_1", "amount": 5, "currency": "eur"})], final="read"))
+
+    turn = local.turn(sid)
+    assert turn["status"] == "completed" and local.pending(sid) == []
+    error = json.loads(next(m["content"] for m in turn["messages"] if m["role"] == "tool"))["error"]
+    assert error == {"code": "INVALID_INPUT",
+                     "message": "invalid input for refund: currency: Extra inputs are not permitted"}
+    assert read_ledger() == []
