@@ -1,17 +1,21 @@
-"""Request policies applied to a model step's new calls: run now, ask a person, or refuse."""
+"""What becomes of a call: a model step's new calls judged by their request policies (run now, ask a person,
+or refuse), and a call whose worker died while it ran (run again, ask again, or fail)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from .policies import ApprovalContext, SessionInfo, Verdict, call_policy, to_verdict
+from .policies import ApprovalContext, SessionInfo, Verdict, always, call_policy, expiry, never, once, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
+from .requests import open_approval
 from .runtime import Runtime
-from .tables import ApprovalGrant, Session, ToolCall, Turn
-from .tools import reject_call
+from .tables import ApprovalGrant, InputRequest, Session, ToolCall, Turn
+from .tools import finish_call, reject_call, unusable
 
 log = logging.getLogger(__name__)
 
@@ -23,29 +27,67 @@ def session_info(session: Session) -> SessionInfo:
     )
 
 
+Proposed = tuple[str, str, dict[str, Any]]
+"""A call as its request policy sees it: the call's id, its tool's name, its input."""
+
+
+def constant(policy: Callable[..., Any]) -> bool:
+    """never(), always() and once() answer at once (once() reads the grants): they are judged in the step's
+    transaction, so a usual step costs no transaction more. Any other policy may take its time."""
+    return type(policy) in (never, always, once)
+
+
+def review(rt: Runtime, session_id: str, calls: list[Proposed]) -> dict[str, Verdict]:
+    """The verdicts of a model step's usable calls, judged before the transaction that records the step when
+    one of their policies may take its time (an auto() reviewer, the application's code), so that no lock is
+    held while it works; empty when every policy is a constant one (judged in the transaction, by decide())."""
+    usable = [call for call in calls if unusable(rt.agent, call[1], call[2]) is None]
+    if all(constant(rt.agent.tools[name].request_policy) for _, name, _ in usable):
+        return {}
+    with rt.db.read() as db:
+        info = session_info(db.get_one(Session, session_id))
+
+    def grants() -> set[str]:
+        with rt.db.read() as db:
+            return visible_grants(rt, db, session_id)
+
+    return {call[0]: verdict for call, verdict in zip(usable, judge(rt, info, usable, grants), strict=True)}
+
+
 def decide(rt: Runtime, db: DbSession, session_id: str, calls: list[ToolCall]) -> None:
     """Each call's verdict, in order: approved calls run, denied ones are refused, the rest wait for a person."""
     info = session_info(db.get_one(Session, session_id))
-    visible: set[str] | None = None  # read when a policy first looks (most never do)
+    proposed = [(call.call_id, call.tool, call.input) for call in calls]
+    verdicts = judge(rt, info, proposed, lambda: visible_grants(rt, db, session_id))
+    for call, verdict in zip(calls, verdicts, strict=True):  # (each recorded before the next is judged)
+        record_verdict(rt, db, session_id, call, verdict)
+
+
+def judge(rt: Runtime, info: SessionInfo, calls: list[Proposed], read_grants: Callable[[], set[str]]) \
+        -> Iterator[Verdict]:
+    """Each call's verdict, in order. The grants are read when a policy first looks (most never do); a grant is
+    invisible while a same-key approval waits, one of this step's earlier calls too."""
+    visible: set[str] | None = None
+    asked: set[str] = set()
 
     def grants() -> frozenset[str]:
         nonlocal visible
-        if visible is None:  # (counts this step's calls already waiting on a person: their verdicts flush first)
-            visible = visible_grants(rt, db, session_id)
-        return frozenset(visible)
+        if visible is None:
+            visible = read_grants()
+        return frozenset(visible - asked)
 
-    for call in calls:
-        tool = rt.agent.tools[call.tool]
-        ctx = ApprovalContext(session=info, tool_name=call.tool, tool_input=call.input, call_id=call.call_id,
+    for call_id, name, data in calls:
+        tool = rt.agent.tools[name]
+        ctx = ApprovalContext(session=info, tool_name=name, tool_input=data, call_id=call_id,
                               approval_key=tool.approval_key, grants=grants)
         try:
             verdict = to_verdict(call_policy(tool.request_policy, ctx))
         except Exception as exc:  # a broken policy must not run the call unreviewed
-            log.warning("request policy of %s failed; asking a person", call.tool, exc_info=True)
+            log.warning("request policy of %s failed; asking a person", name, exc_info=True)
             verdict = Verdict("user-approval", f"request policy error: {exc}")
-        if verdict.decision == "user-approval" and visible is not None:
-            visible.discard(tool.approval_key)  # a grant is invisible while a same-key approval waits
-        record_verdict(rt, db, session_id, call, verdict)
+        if verdict.decision == "user-approval":
+            asked.add(tool.approval_key)
+        yield verdict
 
 
 def visible_grants(rt: Runtime, db: DbSession, session_id: str) -> set[str]:
@@ -76,3 +118,26 @@ def record_verdict(rt: Runtime, db: DbSession, session_id: str, call: ToolCall, 
         reject_call(rt, db, call, note, session_id)
     else:
         call.verdict = {"decision": verdict.decision, "reason": verdict.reason}
+
+
+def recover(rt: Runtime, db: DbSession, turn: Turn, calls: list[ToolCall]) -> list[InputRequest]:
+    """DESIGN.md rule 12: calls whose worker died while they ran; returns the approvals it opened."""
+    now, opened = rt.now(), []
+    for call in calls:
+        tool = rt.agent.tools[call.tool]
+        call.updated_at = now
+        if tool.idempotent:
+            call.status = "approved"
+        elif tool.needs_approval:
+            opened.append(open_approval(
+                db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
+                now=now, expires_at=expiry(getattr(tool.request_policy, "expires_in", None), now),
+                prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
+            ))
+        else:
+            finish_call(rt, db, call, turn.session_id, "failed", None, {
+                "code": "TOOL_INTERRUPTED",
+                "message": f"The worker running {call.tool} stopped; the call may have partly run "
+                "and was not retried.",
+            })
+    return opened

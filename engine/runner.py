@@ -2,8 +2,9 @@
 
 A Run alternates between bookkeeping and work. Bookkeeping (deciding calls, opening approvals, recording a
 result, parking, ending) happens inside one fenced transaction per step; work (running a tool, calling the
-model) happens between transactions, so no lock is held while it runs. A tool's `running` mark commits before
-the tool starts and its result commits before the model reads it.
+model, judging its calls with a request policy that may take its time) happens between transactions, so no
+lock is held while it runs. A tool's `running` mark commits before the tool starts and its result commits
+before the model reads it.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
 from .db import write_row
-from .decisions import decide
+from .decisions import decide, record_verdict, recover, review
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
-from .policies import expiry
+from .policies import Verdict, expiry
 from .protocol import APP_PRINCIPAL, Principal, principal_or_none
 from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
@@ -107,6 +108,9 @@ class ToolDone:
 class ModelDone:
     reply: ModelReply
     seen: int
+    call_ids: list[str]
+    verdicts: dict[str, Verdict]
+    """The calls' verdicts judged before the step's transaction (see decisions.review)."""
 
 
 Work = RunTool | CallModel
@@ -230,7 +234,7 @@ class Driver:
             decide(self.rt, db, turn.session_id, undecided)
         unknown = [c for c in calls if c.status == "unknown"]
         if unknown:
-            self.recover(db, turn, unknown)
+            self.announce(db, turn, recover(self.rt, db, turn, unknown))
         self.reopen_answered_asks(db, calls)
         self.open_approvals(db, turn, calls)
         self.batch = [c.call_id for c in calls if c.status == "approved"]
@@ -269,28 +273,6 @@ class Driver:
                 InputRequest.status == "pending")).scalar_one()
             if not open_asks:
                 call.status = "approved"
-
-    def recover(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
-        """DESIGN.md rule 12: a call whose worker died while it ran."""
-        now, opened = self.rt.now(), []
-        for call in calls:
-            tool = self.agent.tools[call.tool]
-            call.updated_at = now
-            if tool.idempotent:
-                call.status = "approved"
-            elif tool.needs_approval:
-                opened.append(open_approval(
-                    db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
-                    now=now, expires_at=expiry(getattr(tool.request_policy, "expires_in", None), now),
-                    prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
-                ))
-            else:
-                finish_call(self.rt, db, call, turn.session_id, "failed", None, {
-                    "code": "TOOL_INTERRUPTED",
-                    "message": f"The worker running {call.tool} stopped; the call may have partly run "
-                    "and was not retried.",
-                })
-        self.announce(db, turn, opened)
 
     def start_call(self, db: DbSession, turn: Turn, call_id: str) -> RunTool | None:
         """Mark an approved call `running` (committed before the tool starts); None if it is no longer approved."""
@@ -373,14 +355,17 @@ class Driver:
         return None
 
     def call_model(self, work: CallModel) -> ModelDone:
-        return ModelDone(self.agent.model.complete(work.messages, self.agent.tool_specs()), work.seen)
+        reply = self.agent.model.complete(work.messages, self.agent.tool_specs())
+        ids = [new_id("call") for _ in reply.tool_calls]
+        proposed = [(call_id, c.name, dict(c.input)) for call_id, c in zip(ids, reply.tool_calls, strict=True)]
+        return ModelDone(reply, work.seen, ids, review(self.rt, self.session_id, proposed))
 
     def record_reply(self, db: DbSession, turn: Turn, done: ModelDone) -> Work | None:
         """Store the model's step; end the turn when it made no call and nobody steered meanwhile."""
         now, reply = self.rt.now(), done.reply
         turn.steps += 1
         calls = [
-            ToolCall(call_id=new_id("call"), turn_id=turn.id, run_id=self.run_id, step=turn.steps,
+            ToolCall(call_id=done.call_ids[position], turn_id=turn.id, run_id=self.run_id, step=turn.steps,
                      position=position, tool=request.name, input=dict(request.input),
                      input_hash=input_hash(dict(request.input)), status="proposed", created_at=now,
                      updated_at=now)
@@ -394,6 +379,9 @@ class Driver:
         for call in calls:
             db.add(call)
             reject_unusable(self.rt, db, self.agent, call, turn.session_id)
+        for call in calls:  # (judged before this transaction; the usable calls only)
+            if call.call_id in done.verdicts:
+                record_verdict(self.rt, db, turn.session_id, call, done.verdicts[call.call_id])
         if calls or steered_since(db, turn, done.seen):  # (the model was asked with no call open: these are all)
             return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
         end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)

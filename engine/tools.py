@@ -64,12 +64,20 @@ def reject_call(
 
 def reject_unusable(rt: Runtime, db: DbSession, agent: Agent, call: ToolCall, session_id: str) -> None:
     """A call to a tool that does not exist, or with input that does not fit, fails at once."""
-    tool = agent.tools.get(call.tool)
+    error = unusable(agent, call.tool, call.input)
+    if error is not None:
+        finish_call(rt, db, call, session_id, "failed", None, error)
+
+
+def unusable(agent: Agent, name: str, data: dict[str, Any]) -> dict[str, str] | None:
+    """Why a call cannot run (no such tool, input that does not fit), or None when it can."""
+    tool = agent.tools.get(name)
     try:
         if tool is None:
-            raise LookupError(f"there is no tool named {call.tool}")
-        tool.validate(call.input)
+            raise LookupError(f"there is no tool named {name}")
+        tool.validate(data)
     except LookupError as exc:
-        finish_call(rt, db, call, session_id, "failed", None, {"code": "UNKNOWN_TOOL", "message": str(exc)})
+        return {"code": "UNKNOWN_TOOL", "message": str(exc)}
     except ValueError as exc:
-        finish_call(rt, db, call, session_id, "failed", None, {"code": "INVALID_INPUT", "message": str(exc)})
+        return {"code": "INVALID_INPUT", "message": str(exc)}
+    return None

@@ -99,6 +99,25 @@ def steered() -> None:
     record("model", None, phase="steered")
 
 
+judging = logged("policy", "judging")
+"""Whether a `held-` request policy (or reviewer) is working on its verdict."""
+
+
+def release() -> None:
+    """Let a `held-` request policy answer: the test has done what it does meanwhile."""
+    record("policy", None, phase="released")
+
+
+def held(verdict: str) -> str:
+    """A request policy or reviewer given `held-<verdict>` says it is judging, then takes until the test
+    releases it (`judging`, `release`) to answer `<verdict>`; any other verdict is answered at once."""
+    if not verdict.startswith("held-"):
+        return verdict
+    record("policy", None, phase="judging")
+    wait_for(logged("policy", "released"), 10.0, "the test to release the policy")
+    return verdict.removeprefix("held-")
+
+
 def play(messages: list[dict[str, Any]]) -> ModelReply:
     start = max(i for i, m in enumerate(messages) if m["role"] == "user")
     try:
@@ -141,7 +160,7 @@ def deploy(ctx: ToolContext, env: str) -> dict[str, Any]:
 
 
 def review(messages: list[dict[str, Any]]) -> ModelReply:
-    verdict = json.loads(messages[-1]["content"])["input"]["verdict"]
+    verdict = held(json.loads(messages[-1]["content"])["input"]["verdict"])
     if verdict == "error":
         raise RuntimeError("reviewer down")
     if verdict == "garbage":
@@ -170,7 +189,7 @@ FORMS: dict[str, Any] = {
 
 
 def form_policy(ctx: ApprovalContext) -> Any:
-    return FORMS[ctx.tool_input["form"]]
+    return FORMS[held(ctx.tool_input["form"])]
 
 
 async def async_form_policy(ctx: ApprovalContext) -> Any:
