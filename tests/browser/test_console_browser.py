@@ -245,3 +245,21 @@ def test_with_api_keys_a_refused_answer_shows_the_policy_reason(keyed_page: Any,
     approve_through_the_api(keyed, session_id, {"Authorization": "Bearer bob-key"})
     expect(card.locator(".outcome")).to_have_text("approved by bob")
     shot(page, "2-approved-by-bob")
+
+
+def test_a_narrow_window_keeps_long_words_and_the_card_controls_on_screen(
+    keyed_page: Any, shot: Shot
+) -> None:
+    page = keyed_page
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.goto("/")
+    page.evaluate("localStorage.setItem('hitl.apiKey', 'alice-key')")
+    charge = "ch_" + "8f3a9c2e" * 16  # one long word, as links and ids are, and one long line of JSON
+    card = start_session(page, script([("refund", {"charge_id": charge, "amount": 5.0})], final="refunded"))
+    cancel = card.get_by_role("button", name="Cancel")
+    expect(cancel).to_be_visible()
+    expect(page.locator(".history")).to_contain_text("Approve refund?")
+    shot(page, "1-narrow")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing to scroll sideways for
+    box = cancel.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 375, box
