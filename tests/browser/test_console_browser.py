@@ -110,6 +110,12 @@ def start_session(page: Any, message: str) -> Any:
     return page.locator("article.card").last
 
 
+def paste_key(page: Any, key: str) -> None:
+    page.goto("/")
+    page.get_by_label("API key (kept in this browser only)").fill(key)
+    page.get_by_role("button", name="Save").click()
+
+
 def approve_through_the_api(base_url: str, session_id: str, headers: dict[str, str] | None = None) -> None:
     """Somebody else approves the session's one pending request, outside this page."""
     inbox = requests.get(f"{base_url}/api/requests", params={"status": "pending", "sessionId": session_id},
@@ -252,8 +258,7 @@ def test_a_narrow_window_keeps_long_words_and_the_card_controls_on_screen(
 ) -> None:
     page = keyed_page
     page.set_viewport_size({"width": 375, "height": 800})
-    page.goto("/")
-    page.evaluate("localStorage.setItem('hitl.apiKey', 'alice-key')")
+    paste_key(page, "alice-key")
     charge = "ch_" + "8f3a9c2e" * 16  # one long word, as links and ids are, and one long line of JSON
     card = start_session(page, script([("refund", {"charge_id": charge, "amount": 5.0})], final="refunded"))
     cancel = card.get_by_role("button", name="Cancel")
@@ -263,3 +268,24 @@ def test_a_narrow_window_keeps_long_words_and_the_card_controls_on_screen(
     assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing to scroll sideways for
     box = cancel.bounding_box()
     assert box is not None and box["x"] + box["width"] <= 375, box
+
+
+def test_a_message_that_waits_for_the_turn_says_so_until_its_turn_starts(
+    keyed_page: Any, keyed: str, shot: Shot
+) -> None:
+    page = keyed_page
+    alice = {"Authorization": "Bearer alice-key"}
+    session = requests.post(f"{keyed}/api/sessions", json={"message": script([("refund", {"charge_id": "ch_1",
+                            "amount": 3.0})], final="refunded")}, headers=alice, timeout=10).json()
+    paste_key(page, "bob-key")
+    page.goto(f"/#/sessions/{session['id']}")
+    expect(page.locator("article.card").last.get_by_role("button", name="Approve")).to_be_visible()
+    page.get_by_label("Message").fill("bob here: ping me when it is done")
+    page.get_by_role("button", name="Send").click()
+    note = page.locator(".composer-note")
+    expect(note).to_have_text("Queued: your message starts the next turn once this one ends.")
+    shot(page, "1-queued")
+    approve_through_the_api(keyed, session["id"], alice)
+    expect(page.locator(".message.user").last).to_contain_text("bob here: ping me when it is done")
+    expect(note).to_be_hidden()
+    shot(page, "2-its-turn-started")

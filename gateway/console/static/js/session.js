@@ -37,17 +37,27 @@ export class SessionView {
 
   composer() {
     const input = h("input", { id: "session-message", type: "text", autocomplete: "off", required: true });
+    this.sent = h("p", { class: "composer-note", role: "status" });
     const submit = async (event) => {
       event.preventDefault();
+      this.said("");
       try {
-        await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/input`, { message: input.value });
+        const { data } = await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/input`, { message: input.value });
         input.value = "";
+        // A message from someone other than the turn's person waits, unseen in the stream until its turn starts.
+        if (data.effect === "queued") this.said("Queued: your message starts the next turn once this one ends.", "", data.turnId);
       } catch (error) {
-        this.live.textContent = error.message;
+        this.said(error.message, "error");
       }
     };
-    return h("form", { class: "composer", onsubmit: submit },
-      h("label", { for: input.id }, "Message"), input, h("button", { type: "submit", class: "primary" }, "Send"));
+    return [h("form", { class: "composer", onsubmit: submit },
+      h("label", { for: input.id }, "Message"), input, h("button", { type: "submit", class: "primary" }, "Send")), this.sent];
+  }
+
+  said(text, tone = "", queuedTurn = null) {
+    this.sent.textContent = text;
+    this.sent.className = `composer-note ${tone}`;
+    this.queuedTurn = queuedTurn;
   }
 
   connect() {
@@ -69,6 +79,7 @@ export class SessionView {
     if (event.seq <= this.lastSeq) return;
     this.lastSeq = event.seq;
     this.timeline.apply(event);
+    if (event.type === "message.received" && event.turnId === this.queuedTurn) this.said("");
     if (STATUS[event.type]) this.status.textContent = STATUS[event.type];
     clearTimeout(this.historyTimer);
     this.historyTimer = setTimeout(() => this.refreshHistory(), HISTORY_DELAY_MS);
