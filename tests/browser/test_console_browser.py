@@ -289,3 +289,19 @@ def test_a_message_that_waits_for_the_turn_says_so_until_its_turn_starts(
     expect(page.locator(".message.user").last).to_contain_text("bob here: ping me when it is done")
     expect(note).to_be_hidden()
     shot(page, "2-its-turn-started")
+
+
+def test_an_error_page_from_a_proxy_is_named_not_swallowed(page: Any, shot: Shot) -> None:
+    card = start_session(page, "refund $8 on ch_1001")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    # A reverse proxy over HTTP/2 whose upstream is down: an HTML 502, and HTTP/2 has no reason phrase.
+    page.evaluate("""() => {
+        const real = window.fetch;
+        window.fetch = (path, init) => init && init.method === "PATCH"
+            ? Promise.resolve(new Response("<html>Bad gateway</html>", { status: 502 }))
+            : real(path, init);
+    }""")
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".card-notice")).to_have_text("The gateway answered 502 without saying why; try again.")
+    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    shot(page, "1-named")

@@ -33,7 +33,10 @@ export async function api(method, path, body) {
   if (!response.ok) {
     const error = data.error || {};
     if (response.status === 401) window.dispatchEvent(new CustomEvent("hitl:unauthorized"));
-    throw new ApiError(response.status, error.code || "http_error", error.message || response.statusText, error.details);
+    // Not the API's own JSON error (a proxy's HTML page, where HTTP/2 has no status text): name the status at least.
+    const why = response.statusText ? ` (${response.statusText})` : "";
+    const message = error.message || `The gateway answered ${response.status}${why} without saying why; try again.`;
+    throw new ApiError(response.status, error.code || "http_error", message, error.details);
   }
   return { status: response.status, data };
 }
