@@ -32,7 +32,17 @@ export class SessionView {
   }
 
   async start() {
-    if ((await this.refreshHistory()) && !this.closed) this.connect();
+    this.starting = true;
+    try {
+      if ((await this.refreshHistory()) && !this.closed) this.connect();
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  // Called every few seconds: a page opened while the gateway could not answer (a restart) starts once it does.
+  refresh() {
+    if (!this.source && !this.starting && !this.closed) this.start();
   }
 
   composer() {
