@@ -307,20 +307,41 @@ def test_an_error_page_from_a_proxy_is_named_not_swallowed(page: Any, shot: Shot
     shot(page, "1-named")
 
 
+def unreachable(page: Any) -> None:
+    """The gateway restarting: every call fails as fetch fails when nothing listens, until reachable(page)."""
+    page.evaluate("""() => {
+        window.realFetch = window.fetch;
+        window.fetch = () => Promise.reject(new TypeError("Failed to fetch"));
+    }""")
+
+
+def reachable(page: Any) -> None:
+    page.evaluate("() => { window.fetch = window.realFetch; }")
+
+
 def test_a_session_opened_while_the_gateway_is_unreachable_loads_once_it_answers(
     page: Any, embedded: str, shot: Shot
 ) -> None:
     session = requests.post(f"{embedded}/api/sessions", json={"message": "refund $9 on ch_1002"}, timeout=10).json()
     page.goto("/")
-    page.evaluate("""() => {  // the gateway restarting: every call fails as fetch fails when nothing listens
-        window.realFetch = window.fetch;
-        window.fetch = () => Promise.reject(new TypeError("Failed to fetch"));
-    }""")
+    unreachable(page)
     page.get_by_role("link", name=session["id"][:12]).click()
     expect(page.locator(".session-head .status")).to_have_text("Failed to fetch")
     shot(page, "1-unreachable")
-    page.evaluate("() => { window.fetch = window.realFetch; }")
+    reachable(page)
     expect(page.locator("article.card").last.get_by_role("button", name="Approve")).to_be_visible()
     expect(page.locator(".session-head .live")).to_have_text("live")
     expect(page.locator(".message.user")).to_have_count(1)
     shot(page, "2-loaded")
+
+
+def test_the_inbox_says_when_the_gateway_is_unreachable_and_stops_once_it_answers(page: Any, shot: Shot) -> None:
+    page.goto("/#/inbox")  # the session list refreshes, fails and recovers through the same code
+    expect(page.locator("h2")).to_be_focused()
+    unreachable(page)
+    notice = page.locator("#notice")
+    expect(notice).to_have_text("Failed to fetch")  # at the next refresh
+    shot(page, "1-unreachable")
+    reachable(page)
+    expect(notice).to_be_hidden()
+    shot(page, "2-reachable")

@@ -14,9 +14,26 @@ function sessionRow(session) {
     open ? h("span", { class: "badge" }, open === 1 ? "1 open request" : `${open} open requests`) : null);
 }
 
-export class SessionsView {
-  constructor(main, notify) {
+// A list the page refreshes every few seconds: the error a refresh showed goes once one works again.
+class RefreshedList {
+  constructor(notify) {
     this.notify = notify;
+  }
+
+  failed(error) {
+    this.notify(error.message);
+    this.stale = true;
+  }
+
+  recovered() {
+    if (this.stale) this.notify("");
+    this.stale = false;
+  }
+}
+
+export class SessionsView extends RefreshedList {
+  constructor(main, notify) {
+    super(notify);
     this.limit = PAGE;
     this.list = h("ul", { class: "sessions" });
     this.older = h("button", { type: "button", onclick: () => { this.limit += PAGE; this.refresh(); } },
@@ -48,6 +65,7 @@ export class SessionsView {
   async refresh() {
     try {
       const { data } = await api("GET", `/api/sessions?limit=${this.limit}`);
+      this.recovered();
       this.older.hidden = !data.next; // the newest `limit` are listed; each click lists a page more
       const shown = JSON.stringify(data.sessions);
       if (shown === this.shown) return; // unchanged: keep the list (and the keyboard focus in it) as it is
@@ -55,14 +73,14 @@ export class SessionsView {
       const rows = data.sessions.map(sessionRow);
       this.list.replaceChildren(...(rows.length ? rows : [h("li", { class: "empty" }, "No sessions yet.")]));
     } catch (error) {
-      this.notify(error.message);
+      this.failed(error);
     }
   }
 }
 
-export class InboxView {
+export class InboxView extends RefreshedList {
   constructor(main, notify) {
-    this.notify = notify;
+    super(notify);
     this.cards = new Map();
     this.list = h("div", { class: "cards" });
     this.empty = h("p", { class: "empty" }, "Nothing is waiting for a person.");
@@ -79,6 +97,7 @@ export class InboxView {
   async refresh() {
     try {
       const { data } = await api("GET", "/api/requests?status=pending");
+      this.recovered();
       const pending = new Set(data.requests.map((r) => r.requestId));
       for (const request of data.requests) if (!this.cards.has(request.requestId)) this.add(request);
       for (const [id, card] of this.cards) if (card.open && !pending.has(id)) await card.reload();
@@ -87,7 +106,7 @@ export class InboxView {
       this.more.hidden = !data.next;
       this.more.textContent = "More requests are waiting: they show here as these are answered.";
     } catch (error) {
-      this.notify(error.message);
+      this.failed(error);
     }
   }
 
