@@ -345,3 +345,16 @@ def test_the_inbox_says_when_the_gateway_is_unreachable_and_stops_once_it_answer
     reachable(page)
     expect(notice).to_be_hidden()
     shot(page, "2-reachable")
+
+
+def test_a_typed_answer_the_policy_could_not_judge_is_told_on_the_card(keyed_page: Any, shot: Shot) -> None:
+    page = keyed_page
+    paste_key(page, "alice-key")
+    card = start_session(page, script([("audited_refund", {"amount": 12.0})], final="refunded"))
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    page.get_by_label("Message").fill("approve")  # a typed reply: its verdict comes over the event stream
+    page.get_by_label("Message").press("Enter")
+    expect(card.locator(".card-notice")).to_have_text(
+        "refused for alice: the response policy failed: ConnectionError")
+    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    shot(page, "1-told")

@@ -128,7 +128,7 @@ export class RequestCard {
     this.notice.className = `card-notice ${tone}`;
   }
 
-  // A response policy refused someone (here or elsewhere): the request stays open.
+  // A response policy refused someone, or could not judge them (here or elsewhere): the request stays open.
   refused(candidate) {
     if (this.open) this.say(`refused for ${principalName(candidate.responder)}: ${candidate.reason || "not allowed"}`, "error");
   }

@@ -27,6 +27,9 @@ class ToolCallView {
   }
 }
 
+// A response the policy refused or could not judge (it raised, it was cut off): the request stays open.
+const UNSETTLED = new Set(["rejected", "failed", "timed-out"]);
+
 const HANDLERS = {
   "message.received": (t, e) => t.add(bubble("user", e.data.text, e.data.principal, e.at)),
   "assistant.message": (t, e) => t.add(bubble("assistant", e.data.text, null, e.at)),
@@ -34,7 +37,7 @@ const HANDLERS = {
   "action.result": (t, e) => t.result(e.data),
   "input.requested": (t, e) => e.data.requests.forEach((request) => t.request(request)),
   "input.resolved": (t, e) => e.data.resolutions.forEach((r) => t.resolve(r)),
-  "approval.candidate": (t, e) => e.data.outcome === "rejected" && t.cards.get(e.data.requestId)?.refused(e.data),
+  "approval.candidate": (t, e) => UNSETTLED.has(e.data.outcome) && t.cards.get(e.data.requestId)?.refused(e.data),
   "turn.failed": (t, e) => t.add(h("p", { class: "note error" }, `The turn failed: ${e.data.error?.message || "see the history"}`)),
   "turn.cancelled": (t) => t.add(h("p", { class: "note" }, "The turn was cancelled.")),
 };
