@@ -358,3 +358,19 @@ def test_a_typed_answer_the_policy_could_not_judge_is_told_on_the_card(keyed_pag
         "refused for alice: the response policy failed: ConnectionError")
     expect(card.get_by_role("button", name="Approve")).to_be_enabled()
     shot(page, "1-told")
+
+
+def test_a_typed_answer_the_policy_keeps_waiting_on_says_so(keyed_page: Any, keyed: str, shot: Shot) -> None:
+    page = keyed_page
+    paste_key(page, "alice-key")
+    start_session(page, script([("wire_transfer", {"amount": 40.0})], final="sent"))
+    expect(page.locator("article.card").last.get_by_role("button", name="Approve")).to_be_visible()
+    page.get_by_label("Message").fill("approve")  # the two-person rule keeps alice's answer pending
+    page.get_by_label("Message").press("Enter")
+    note = page.locator(".composer-note")
+    expect(note).to_have_text("Recorded; the response policy waits for more answers.")
+    shot(page, "1-recorded")
+    approve_through_the_api(keyed, page.url.rsplit("/", 1)[1], {"Authorization": "Bearer bob-key"})
+    expect(page.locator(".message.assistant").last).to_contain_text("sent")
+    expect(note).to_be_hidden()
+    shot(page, "2-settled")

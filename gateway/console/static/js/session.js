@@ -54,8 +54,14 @@ export class SessionView {
       try {
         const { data } = await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/input`, { message: input.value });
         input.value = "";
-        // A message from someone other than the turn's person waits, unseen in the stream until its turn starts.
-        if (data.effect === "queued") this.said("Queued: your message starts the next turn once this one ends.", "", data.turnId);
+        // A message from someone other than the turn's person waits, unseen in the stream until its turn starts;
+        // a typed answer a response policy keeps pending has no event of its own until the request closes.
+        if (data.effect === "queued") {
+          this.said("Queued: your message starts the next turn once this one ends.", "",
+            (e) => e.type === "message.received" && e.turnId === data.turnId);
+        } else if ((data.results || []).some((r) => r.status === "pending")) {
+          this.said("Recorded; the response policy waits for more answers.", "", (e) => e.type === "input.resolved");
+        }
       } catch (error) {
         this.said(error.message, "error");
       }
@@ -64,10 +70,11 @@ export class SessionView {
       h("label", { for: input.id }, "Message"), input, h("button", { type: "submit", class: "primary" }, "Send")), this.sent];
   }
 
-  said(text, tone = "", queuedTurn = null) {
+  // `until(event)`: the event after which the note no longer holds.
+  said(text, tone = "", until = null) {
     this.sent.textContent = text;
     this.sent.className = `composer-note ${tone}`;
-    this.queuedTurn = queuedTurn;
+    this.until = until;
   }
 
   connect() {
@@ -89,7 +96,7 @@ export class SessionView {
     if (event.seq <= this.lastSeq) return;
     this.lastSeq = event.seq;
     this.timeline.apply(event);
-    if (event.type === "message.received" && event.turnId === this.queuedTurn) this.said("");
+    if (this.until?.(event)) this.said("");
     if (STATUS[event.type]) this.status.textContent = STATUS[event.type];
     clearTimeout(this.historyTimer);
     this.historyTimer = setTimeout(() => this.refreshHistory(), HISTORY_DELAY_MS);
