@@ -374,3 +374,18 @@ def test_a_typed_answer_the_policy_keeps_waiting_on_says_so(keyed_page: Any, key
     expect(page.locator(".message.assistant").last).to_contain_text("sent")
     expect(note).to_be_hidden()
     shot(page, "2-settled")
+
+
+def test_the_key_box_asks_for_a_key_and_says_when_one_is_wrong(keyed_page: Any, shot: Shot) -> None:
+    page = keyed_page
+    page.goto("/")
+    notice = page.locator("#notice")
+    expect(notice).to_have_text("This gateway needs an API key: paste one under “API key”.")
+    shot(page, "1-asked")
+    paste_key(page, "not-a-key")
+    expect(notice).to_have_text("The gateway refused this API key: paste a valid one under “API key”.")
+    expect(page.get_by_label("API key (kept in this browser only)")).to_be_visible()
+    shot(page, "2-wrong-key")
+    paste_key(page, "alice-key")
+    expect(notice).to_be_hidden()
+    expect(page.get_by_text("No sessions yet.").or_(page.locator("ul.sessions > li").first)).to_be_visible()

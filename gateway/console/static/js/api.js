@@ -32,7 +32,12 @@ export async function api(method, path, body) {
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = data.error || {};
-    if (response.status === 401) window.dispatchEvent(new CustomEvent("hitl:unauthorized"));
+    if (response.status === 401) {
+      const message = key ? "The gateway refused this API key: paste a valid one under “API key”."
+        : "This gateway needs an API key: paste one under “API key”.";
+      window.dispatchEvent(new CustomEvent("hitl:unauthorized", { detail: message }));
+      throw new ApiError(401, error.code || "unauthorized", message, error.details);
+    }
     // Not the API's own JSON error (a proxy's HTML page, where HTTP/2 has no status text): name the status at least.
     const why = response.statusText ? ` (${response.statusText})` : "";
     const message = error.message || `The gateway answered ${response.status}${why} without saying why; try again.`;

@@ -53,9 +53,9 @@ document.getElementById("key-forget").addEventListener("click", () => {
   keyInput.value = "";
   route();
 });
-window.addEventListener("hitl:unauthorized", () => {
+window.addEventListener("hitl:unauthorized", (event) => {
   keyPanel.open = true;
-  notify("This gateway needs an API key: paste one under “API key”.");
+  notify(event.detail);
 });
 window.addEventListener("hashchange", route);
 
