@@ -88,12 +88,27 @@ class MessageEvent(Payload):
     user_team: str | None = None
 
 
+class Authorization(Payload):
+    team_id: str | None = None
+    enterprise_id: str | None = None
+
+
 class EventCallback(Payload):
     type: Literal["event_callback"]
     event_id: str
     event: MessageEvent
     team_id: str | None = None
     enterprise_id: str | None = None
+    authorizations: list[Authorization] = []
+
+    def workspace(self) -> tuple[str | None, str | None]:
+        """The installation the event came to, (team, enterprise): `authorizations[0]`'s (in a Slack Connect
+        channel the top-level ids are the workspace that created the channel); an org-wide install's
+        authorization names no team, the top-level one is where the event happened."""
+        if not self.authorizations:
+            return self.team_id, self.enterprise_id
+        installed = self.authorizations[0]
+        return installed.team_id or self.team_id, installed.enterprise_id
 
 
 @dataclass(frozen=True)
@@ -143,11 +158,12 @@ def said(callback: EventCallback, bot_user_id: str | None, thread: str, direct: 
         return None
     text = plain_text(event.text, bot_user_id)
     team = event.user_team or event.team or callback.team_id
-    workspace = callback.team_id or team
+    workspace, enterprise = callback.workspace()
+    workspace = workspace or team
     if not text or not team or not workspace:
         return None
     principal = slack_principal(event.user, team, event.channel, callback.enterprise_id)
-    where = Where(team_id=workspace, channel_id=event.channel, thread_ts=thread, enterprise_id=callback.enterprise_id)
+    where = Where(team_id=workspace, channel_id=event.channel, thread_ts=thread, enterprise_id=enterprise)
     return Said(callback.event_id, principal, where, text, direct)
 
 

@@ -137,6 +137,24 @@ def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.Fix
         assert store.find_bot(enterprise_id=None, team_id=team) is None
 
 
+def test_a_mention_in_a_channel_another_organization_shared_is_answered_with_the_installed_token(
+        request: pytest.FixtureRequest, tmp_path: Path, fake: FakeSlack) -> None:
+    """In a Slack Connect channel the payload's top-level team is the workspace that created the channel;
+    `authorizations[0]` names the installation the event came to, whose token may post there."""
+    with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
+        slack = Workspace(stack, fake)
+        installation = install(slack)
+        team, bot_user = installation["team"]["id"], installation["bot_user_id"]
+        fake.reset()
+        mention = from_installed_team(slack.event("app_mention", "alice", f"<@{bot_user}> {REFUND}"), team)
+        mention.update(team_id="T0PARTNER", is_ext_shared_channel=True)
+        slack.ok(slack.send_event(mention))
+        [card] = [c for c in fake.called("chat.postMessage") if c.params.get("blocks")]
+        assert card.token == installation["access_token"]
+        [session] = list_sessions(stack.rt)["sessions"]
+        assert stack.history(session["id"])["address"] == f"slack:{team}:C0TEST:{mention['event']['ts']}"
+
+
 def test_an_api_session_of_a_multi_workspace_gateway_names_its_team(request: pytest.FixtureRequest,
                                                                     tmp_path: Path, fake: FakeSlack) -> None:
     with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
