@@ -16,6 +16,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 
 from adapters.slack import SlackChannel
 from engine.queries import list_sessions
+from engine.recovery import sweep
 from gateway.app import create_app
 from gateway.cli import main
 from gateway.compose import ConfigurationError, build_runtime
@@ -95,9 +96,10 @@ def oauth_settings(fake: FakeSlack) -> dict[str, Any]:
             "slack_api_url": fake.url}
 
 
-def install(slack: Workspace) -> dict[str, Any]:
-    """A workspace admin installs the app: the install page, Slack's consent screen, the redirect back."""
-    installation = fixture("oauth_v2_access")
+def install(slack: Workspace, installation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A workspace admin installs the app (`installation`: what oauth.v2.access answers, by default the
+    fixture's): the install page, Slack's consent screen, the redirect back."""
+    installation = installation or fixture("oauth_v2_access")
     slack.fake.installation = installation
     page = slack.http.get("/slack/install")
     assert page.status_code == 200
@@ -135,6 +137,40 @@ def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.Fix
         slack.ok(slack.send_event(from_installed_team(fixture("app_uninstalled"), team)))
         store = SQLAlchemyInstallationStore(client_id="1234.5678", engine=stack.rt.db.engine)
         assert store.find_bot(enterprise_id=None, team_id=team) is None
+
+
+def test_an_uninstalled_workspace_is_refused_for_good_until_it_installs_again(
+        request: pytest.FixtureRequest, tmp_path: Path, fake: FakeSlack, caplog: pytest.LogCaptureFixture) -> None:
+    with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
+        slack = Workspace(stack, fake)
+        first = install(slack)
+        second = install(slack, {**fixture("oauth_v2_access"), "access_token": "xoxb-second",
+                                 "team": {"id": "T0SECOND", "name": "Second"}})
+        api = stack.client("alice")
+
+        def ask(team: str) -> list[str | None]:
+            """The tokens of what an API session in `team` got posted."""
+            fake.reset()
+            started = api.post("/api/sessions", json={"channel": "slack", "message": REFUND,
+                                                      "address": {"channel": "C0TEST", "teamId": team}})
+            assert started.status_code == 201
+            slack.settle()
+            return [c.token for c in fake.called("chat.postMessage")]
+
+        assert ask("T0SECOND") == ["xoxb-second", "xoxb-second"]
+        revoked = {**from_installed_team(fixture("app_uninstalled"), "T0SECOND"), "event_id": "Ev0REVOKED",
+                   "event": {"type": "tokens_revoked", "tokens": {"oauth": [], "bot": ["U0KRQLJ9H"]}}}
+        slack.ok(slack.send_event(revoked))
+        caplog.clear()
+        assert ask("T0SECOND") == []
+        refused = [r.getMessage() for r in caplog.records if "not_installed" in r.getMessage()]
+        assert len(refused) == 2  # the message and the card, each logged once
+        sweep(stack.rt)  # nothing is owed: no retry
+        slack.settle()
+        assert fake.calls == [] and len([r for r in caplog.records if "not_installed" in r.getMessage()]) == 2
+        assert ask(first["team"]["id"]) == [first["access_token"]] * 2  # the other workspace is untouched
+        install(slack, second)
+        assert ask("T0SECOND") == ["xoxb-second", "xoxb-second"]
 
 
 def test_a_mention_in_a_channel_another_organization_shared_is_answered_with_the_installed_token(
