@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Executable, Table, Update, bindparam, create_engine, event, inspect, update
-from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
@@ -43,6 +43,8 @@ class Database:
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        elif "connect_timeout" not in make_url(self.url).query:  # libpq waits on an unanswering host for minutes
+            kwargs["connect_args"] = {"connect_timeout": defaults.CONNECT_TIMEOUT_SECONDS}
         self.engine: Engine = create_engine(self.url, **kwargs)
         # a flush's rows of one table go out as one multi-row INSERT, not as an executemany (on psycopg, a
         # pipeline with a sync per batch): a transaction's events are one statement

@@ -22,6 +22,10 @@ SWEEP_CANDIDATE_AFTER_SECONDS = 60
 while its policy ran (a sync policy has no timeout: one slower than this is overtaken, harmlessly): sweep()
 judges it again."""
 
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long a new PostgreSQL connection may take (libpq waits for a host that drops packets until TCP gives up,
+minutes, holding a request, a job or /healthz that long), unless DATABASE_URL sets `connect_timeout` itself."""
+
 PING_IDLE_CONNECTION_AFTER_SECONDS = 5.0
 """A pooled PostgreSQL connection idle this long is pinged before use (one used more recently is not)."""
 

@@ -79,3 +79,15 @@ def test_a_connection_killed_within_the_idle_window_fails_one_transaction_then_t
     with pytest.raises(OperationalError):
         backend_pid(database)
     assert backend_pid(database) != first
+
+
+@pytest.mark.parametrize(("query", "seconds"), [("", "10"), ("?connect_timeout=3", "3")])
+def test_a_new_connection_gives_up_on_an_unanswering_host_unless_the_url_says_otherwise(
+        postgres_url: str, query: str, seconds: str) -> None:
+    db = Database(postgres_url + query)
+    try:
+        with db.engine.connect() as conn:
+            parameters = conn.connection.dbapi_connection.info.get_parameters()  # psycopg's: what libpq was given
+            assert parameters["connect_timeout"] == seconds
+    finally:
+        db.dispose()
