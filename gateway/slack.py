@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from flask import Blueprint, Flask, Response, current_app, request
@@ -26,6 +27,7 @@ from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.sqlalchemy_utils import normalize_datetime_for_db
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import create_engine, pool, select
 
@@ -122,6 +124,17 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(bp)
 
 
+class ExpiringStateStore(SQLAlchemyOAuthStateStore):
+    """slack-sdk's store deletes a state when an install uses it; one never used (an install page opened and left,
+    or fetched by a link unfurler or a crawler) stayed forever. Issuing a state deletes the expired ones."""
+
+    def issue(self, *args: Any, **kwargs: Any) -> str:
+        expired = self.oauth_states.c.expire_at < normalize_datetime_for_db(datetime.now(tz=UTC))
+        with self.engine.begin() as connection:
+            connection.execute(self.oauth_states.delete().where(expired))
+        return str(super().issue(*args, **kwargs))
+
+
 def bolt_app(settings: Settings, rt: Runtime) -> App:
     """Single workspace: auth.test runs once, here (a bad token fails the start). OAuth: installations and
     OAuth states in the gateway's database, and authorization from the stored bot (no auth.test per request)."""
@@ -135,7 +148,7 @@ def bolt_app(settings: Settings, rt: Runtime) -> App:
     oauth = OAuthSettings(
         client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
         installation_store=installations,
-        state_store=SQLAlchemyOAuthStateStore(expiration_seconds=STATE_SECONDS, engine=rt.db.engine),
+        state_store=ExpiringStateStore(expiration_seconds=STATE_SECONDS, engine=rt.db.engine),
     )
     authorize: Any = StoredBotAuthorize(InstalledBots(installations))  # an Authorize: Bolt's type hint omits it
     return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -13,6 +14,7 @@ import yaml
 from slack_bolt.adapter.socket_mode.internals import run_bolt_app
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.socket_mode.request import SocketModeRequest
+from sqlalchemy import text
 
 from adapters.slack import SlackChannel
 from engine.queries import list_sessions
@@ -137,6 +139,22 @@ def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.Fix
         slack.ok(slack.send_event(from_installed_team(fixture("app_uninstalled"), team)))
         store = SQLAlchemyInstallationStore(client_id="1234.5678", engine=stack.rt.db.engine)
         assert store.find_bot(enterprise_id=None, team_id=team) is None
+
+
+def test_install_states_never_used_do_not_pile_up(request: pytest.FixtureRequest, tmp_path: Path,
+                                                  fake: FakeSlack) -> None:
+    """A state is deleted when an install uses it; one an abandoned page (or a link unfurler) took is deleted once
+    it has expired, when the next install page is opened."""
+    with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
+        slack = Workspace(stack, fake)
+        for _ in range(3):
+            assert slack.http.get("/slack/install").status_code == 200
+        with stack.rt.db.engine.begin() as conn:  # those three, left an hour ago
+            conn.execute(text("UPDATE slack_oauth_states SET expire_at = :past"),
+                         {"past": datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=1)})
+        install(slack)  # the page issues a fresh state (the old ones go), the redirect uses it
+        with stack.rt.db.engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM slack_oauth_states")).scalar_one() == 0
 
 
 def test_an_uninstalled_workspace_is_refused_for_good_until_it_installs_again(
