@@ -9,6 +9,7 @@ const STATUS = {
   "turn.started": "running", "turn.waiting": "waiting for input", "turn.completed": "turn completed",
   "turn.failed": "turn failed", "turn.cancelled": "turn cancelled", "session.waiting": "idle",
 };
+const ENDED = new Set(["completed", "failed", "cancelled"]);
 const RECONNECT_MS = 3000;
 const QUIET_RECONNECT_MS = 3000; // the server ends each stream every 20 s: a reconnect this quick is not news
 const HISTORY_DELAY_MS = 300;
@@ -22,8 +23,12 @@ export class SessionView {
     this.title = h("h2", { tabIndex: -1 }, "Session");
     this.status = h("span", { class: "status" }, "loading");
     this.live = h("span", { class: "live", role: "status" }, "connecting");
+    this.cancel = h("button", { type: "button", class: "danger", hidden: true, onclick: () => this.cancelTurn() }, "Cancel turn");
+    this.cancelNote = h("p", { class: "cancel-note", role: "status" });
     main.replaceChildren(h("section", { class: "session" },
-      h("header", { class: "session-head" }, this.title, h("p", { class: "meta" }, h("code", {}, sessionId), " · ", this.status, " · ", this.live)),
+      h("header", { class: "session-head" }, this.title,
+        h("p", { class: "meta" }, h("code", {}, sessionId), " · ", this.status, " · ", this.live, " ", this.cancel),
+        this.cancelNote),
       h("div", { class: "columns" },
         h("section", { class: "conversation", "aria-label": "Conversation" }, h("h3", {}, "Conversation"), this.timeline.el, this.composer()),
         h("section", { class: "history-pane", "aria-label": "History" }, h("h3", {}, "History"), this.history.el))));
@@ -70,6 +75,20 @@ export class SessionView {
       h("label", { for: input.id }, "Message"), input, h("button", { type: "submit", class: "primary" }, "Send")), this.sent];
   }
 
+  // The turn running or waiting (or queued) stops: its open requests close `cancelled`, its tools do not run.
+  async cancelTurn() {
+    this.cancelNote.textContent = "";
+    if (!window.confirm("Cancel this turn? Its open requests close unanswered and its waiting tool calls never run.")) return;
+    this.cancel.disabled = true;
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/cancel`);
+    } catch (error) {
+      this.cancelNote.textContent = error.status === 403 ? `refused: ${error.message}` : error.message;
+    } finally {
+      this.cancel.disabled = false;
+    }
+  }
+
   // `until(event)`: the event after which the note no longer holds.
   said(text, tone = "", until = null) {
     this.sent.textContent = text;
@@ -97,6 +116,7 @@ export class SessionView {
     this.lastSeq = event.seq;
     this.timeline.apply(event);
     if (this.until?.(event)) this.said("");
+    if (event.type === "turn.started") this.cancelNote.textContent = "";
     if (STATUS[event.type]) this.status.textContent = STATUS[event.type];
     clearTimeout(this.historyTimer);
     this.historyTimer = setTimeout(() => this.refreshHistory(), HISTORY_DELAY_MS);
@@ -106,6 +126,7 @@ export class SessionView {
     try {
       const { data } = await api("GET", `/api/sessions/${encodeURIComponent(this.sessionId)}`);
       this.history.render(data);
+      this.cancel.hidden = data.turns.every((turn) => ENDED.has(turn.status)); // the events refresh it
       if (data.turns.length) this.title.textContent = data.turns[0].input;
       if (!this.lastSeq) this.status.textContent = data.status;
       return true;
