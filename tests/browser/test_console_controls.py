@@ -1,4 +1,4 @@
-"""The web console's controls in a real browser: cancelling a turn."""
+"""The web console's controls in a real browser: cancelling a turn, and answering cards from the keyboard."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import requests
 
-from tests.browser.conftest import Shot, paste_key
+from tests.browser.conftest import Shot, paste_key, start_session
 from tests.support.agent import read_ledger, script
 
 try:
@@ -53,4 +53,14 @@ def test_cancel_a_waiting_turn_from_the_session_view(keyed_page: Any, keyed: str
     expect(page.locator(".session-head .status")).to_have_text("idle")
     shot(page, "2-cancelled")
     assert read_ledger() == []  # the refund never ran
+
+
+def test_an_answer_from_the_keyboard_leaves_focus_on_the_outcome(page: Any, shot: Shot) -> None:
+    card = start_session(page, "refund $11 on ch_1001")
+    card.get_by_role("button", name="Approve").focus()
+    page.keyboard.press("Enter")
+    outcome = card.locator(".outcome")
+    expect(outcome).to_have_text("approved by local")
+    expect(outcome).to_be_focused()
+    shot(page, "1-focused")
 

@@ -82,7 +82,7 @@ export class RequestCard {
     this.request = { ...request };
     this.instance = ++instances;
     this.controls = h("div", { class: "controls" });
-    this.outcome = h("p", { class: "outcome" });
+    this.outcome = h("p", { class: "outcome", tabIndex: -1 }); // focus goes there when the answered controls go
     this.notice = h("p", { class: "card-notice", role: "status" });
     this.el = h("article", { class: `card kind-${request.kind}` }, this.header(sessionLink), this.action(),
       this.controls, this.outcome, this.notice);
@@ -117,9 +117,11 @@ export class RequestCard {
     this.el.dataset.outcome = this.request.outcome || "pending";
     if (this.open && !this.controls.hasChildNodes()) this.controls.append(...controlsFor(this));
     if (!this.open) {
+      const focused = this.sending || this.controls.contains(document.activeElement);
       this.controls.replaceChildren();
       this.outcome.textContent = outcomeText(this.request);
       this.say("");
+      if (focused) this.outcome.focus();
     }
   }
 
@@ -138,6 +140,8 @@ export class RequestCard {
   }
 
   async send(body) {
+    // Disabling the focused control moves focus to the page: remember it was here, for render().
+    this.sending = this.controls.contains(document.activeElement);
     this.busy(true);
     this.say("Sending…");
     try {
@@ -147,6 +151,7 @@ export class RequestCard {
     } catch (error) {
       await this.failed(error);
     } finally {
+      this.sending = false;
       this.busy(false);
     }
   }
