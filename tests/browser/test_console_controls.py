@@ -64,3 +64,13 @@ def test_an_answer_from_the_keyboard_leaves_focus_on_the_outcome(page: Any, shot
     expect(outcome).to_be_focused()
     shot(page, "1-focused")
 
+
+def test_enter_in_the_note_cancels_with_it(page: Any, shot: Shot) -> None:
+    card = start_session(page, "refund $12 on ch_1001")
+    card.get_by_label("Note (optional)").fill("wrong charge")
+    page.keyboard.press("Enter")
+    outcome = card.locator(".outcome")
+    expect(outcome).to_have_text("denied by local: wrong charge")
+    expect(outcome).to_be_focused()
+    expect(page.locator(".message.assistant").last).to_contain_text("wrong charge")
+    shot(page, "1-denied")

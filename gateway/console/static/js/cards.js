@@ -31,10 +31,14 @@ function approvalControls(card) {
       return h("button", { type: "button", class: option.style || "default", onclick: () => card.send({ optionId: option.id }) },
         option.label);
     }
-    const cancel = () => card.send(note.value.trim() ? { optionId: "cancel", text: note.value.trim() } : { optionId: "cancel" });
-    return h("span", { class: "cancel-group" },
+    // A form, so that Enter in the note sends the Cancel with it.
+    const cancel = (event) => {
+      event.preventDefault();
+      card.send(note.value.trim() ? { optionId: "cancel", text: note.value.trim() } : { optionId: "cancel" });
+    };
+    return h("form", { class: "cancel-group", onsubmit: cancel },
       h("label", { for: note.id }, "Note (optional)"), note,
-      h("button", { type: "button", class: option.style || "danger", onclick: cancel }, option.label));
+      h("button", { type: "submit", class: option.style || "danger" }, option.label));
   });
 }
 
