@@ -47,6 +47,7 @@ _JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judg
 _STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
 """What a stored verdict answered (any other outcome refused)."""
 ALREADY_SETTLED = "the request was already settled"
+SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
 """A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
@@ -208,7 +209,8 @@ def unjudged_candidates(rt: Runtime) -> list[str]:
 def judge_again(rt: Runtime, candidate_id: str) -> int:
     """Judge a candidate left unjudged and settle it as the call that stored it would have: 1 if this call
     settled it (a concurrent sweep, or the original call still running, may have), else 0. A candidate of a
-    request closed meanwhile is `stale`, with no policy run."""
+    request closed meanwhile, or one its responder followed with another answer (a channel re-sends an item whose
+    job died: judging both would tell a refusal twice), is `stale`, with no policy run."""
     with rt.db.read() as db:
         row = db.execute(select(ResponseCandidate, InputRequest, ToolCall)
                          .join(InputRequest, InputRequest.request_id == ResponseCandidate.request_id)
@@ -220,8 +222,13 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         info = ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, candidate.text)
         response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text)
         checked = Checked(response, info.option_id, info.text, request, call)
-        context = policy_context(db, request, info, candidate_id, False) if request.status == "pending" else None
-    verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else ("stale", ALREADY_SETTLED)
+        answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
+            select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
+                                                      ResponseCandidate.created_at > candidate.created_at)).scalars())
+        judged_now = request.status == "pending" and not answered_again
+        context = policy_context(db, request, info, candidate_id, False) if judged_now else None
+    verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
+        ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_turn(db, request.turn_id, request.session_id)
         if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:

@@ -130,6 +130,25 @@ def test_a_candidate_left_pending_on_a_request_closed_meanwhile_is_stale(stack: 
     assert stack.event_types(sid).count("approval.settled") == 1
 
 
+def test_a_candidate_left_pending_whose_responder_answered_again_is_stale_and_told_once(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A channel re-sends an item whose job died mid-policy: the re-sent answer is judged; the first, left
+    pending, must not refuse bob a second time."""
+    policy = Dying(then=lambda _: {"status": "rejected", "reason": "only carol may approve refunds"})
+    sid, request_id = left_pending(stack, monkeypatch, policy)
+    assert stack.answer(request_id, "approve", who="bob").status == "refused"  # the re-sent click
+
+    with later(stack, overdue(stack)):
+        assert sweep(stack.rt).rejudged == 1
+    stack.settle()
+
+    assert candidates(stack, sid) == [("bob", "stale"), ("bob", "rejected")]
+    assert policy.calls == ["bob", "bob"]  # not judged a third time
+    refusals = [e for e in stack.events(sid)
+                if e["type"] == "approval.candidate" and e["data"]["outcome"] == "rejected"]
+    assert len(refusals) == 1 and [r["requestId"] for r in stack.pending(sid)] == [request_id]
+
+
 def test_two_sweeps_at_once_settle_a_candidate_left_pending_once(stack: Stack,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     both = threading.Barrier(2, timeout=5)
