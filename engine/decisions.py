@@ -81,7 +81,10 @@ def judge(rt: Runtime, info: SessionInfo, calls: list[Proposed], read_grants: Ca
         ctx = ApprovalContext(session=info, tool_name=name, tool_input=data, call_id=call_id,
                               approval_key=tool.approval_key, grants=grants)
         try:
-            verdict = to_verdict(call_policy(tool.request_policy, ctx))
+            verdict = to_verdict(call_policy(tool.request_policy, ctx, timeout=rt.request_policy_timeout))
+        except TimeoutError:  # a hung policy must not hold the turn (its lease is kept while it runs) forever
+            log.warning("request policy of %s did not answer in %g s; asking a person", name, rt.request_policy_timeout)
+            verdict = Verdict("user-approval", f"the request policy did not answer in {rt.request_policy_timeout:g} s")
         except Exception as exc:  # a broken policy must not run the call unreviewed
             log.warning("request policy of %s failed; asking a person", name, exc_info=True)
             verdict = Verdict("user-approval", f"request policy error: {exc}")

@@ -14,6 +14,9 @@ SWEEP_SETTLED_EVERY_SECONDS = 3600.0
 Every close resumes its turn in the same transaction, so only a turn left so by a crash of an older
 version, or by an edit by hand, is found; the query reads every waiting turn."""
 
+REQUEST_POLICY_TIMEOUT_SECONDS = 30.0
+"""An async request policy slower than this leaves its call to a person (as a failing one does)."""
+
 RESPONSE_POLICY_TIMEOUT_SECONDS = 10.0
 """An async response policy slower than this leaves its candidate `timed-out`."""
 

@@ -53,16 +53,17 @@ class Verdict:
     reason: str | None = None
 
 
-def call_policy(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a sync or async policy callable and return its value."""
+def call_policy(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """Call a sync or async policy callable and return its value; an async one is cut off after `timeout`
+    seconds (TimeoutError; a sync one cannot be)."""
     result = fn(*args)
     if inspect.isawaitable(result):
-        return asyncio.run(_awaited(result))
+        return asyncio.run(_awaited(result, timeout))
     return result
 
 
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+async def _awaited(awaitable: Any, timeout: float | None) -> Any:
+    return await asyncio.wait_for(awaitable, timeout)
 
 
 def to_verdict(status: Any) -> Verdict:

@@ -65,6 +65,7 @@ class Runtime:
         *,
         lease_seconds: int = defaults.LEASE_SECONDS,
         response_policy_timeout: float = defaults.RESPONSE_POLICY_TIMEOUT_SECONDS,
+        request_policy_timeout: float = defaults.REQUEST_POLICY_TIMEOUT_SECONDS,
         clock: Callable[[], datetime] = utcnow,
         channels: dict[str, ChannelAdapter] | None = None,
     ) -> None:
@@ -74,6 +75,7 @@ class Runtime:
         self.executor = executor
         self.lease_seconds = lease_seconds
         self.response_policy_timeout = response_policy_timeout
+        self.request_policy_timeout = request_policy_timeout
         self.clock = clock
 
     def now(self) -> datetime:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.db import Database
 from engine.tables import Turn
-from tests.conftest import Stack, recorded, sqlite_settings
+from tests.conftest import Stack, make_stack, recorded, sqlite_settings
 from tests.engine.test_outbox import clicked
 from tests.support.agent import read_ledger, script
 
@@ -162,6 +162,16 @@ def test_custom_policy_status_forms(stack: Stack) -> None:
     assert "Denied by policy: over the limit" in turn["result"]
     denied = [c for c in turn["toolCalls"] if c["status"] == "not_run"]
     assert sorted(c["input"]["form"] for c in denied) == ["denied", "denied", "denied-dict", "denied-dict"]
+
+
+def test_an_async_request_policy_that_never_answers_leaves_the_call_to_a_person(request: pytest.FixtureRequest,
+                                                                                tmp_path: Path) -> None:
+    with make_stack(request, "sqlite", tmp_path, request_policy_timeout=0.5) as stack:
+        sid, _ = stack.start(script([("custom_async", {"form": "hang"})]))  # cut off, not waited on for an hour
+        [asked] = stack.pending(sid)
+        assert asked["action"]["input"] == {"form": "hang"} and stack.turn(sid)["status"] == "waiting"
+        stack.answer(asked["requestId"], "approve")
+        assert [e["form"] for e in read_ledger()] == ["hang"]
 
 
 def test_auto_reviewer(stack: Stack) -> None:

@@ -193,7 +193,7 @@ def form_policy(ctx: ApprovalContext) -> Any:
 
 
 async def async_form_policy(ctx: ApprovalContext) -> Any:
-    await asyncio.sleep(0)
+    await asyncio.sleep(3600 if ctx.tool_input["form"] == "hang" else 0)  # "hang": a policy that never answers
     return FORMS[ctx.tool_input["form"]]
 
 
