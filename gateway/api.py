@@ -126,7 +126,7 @@ def session_input(session_id: str) -> tuple[Response, int]:
 
 @bp.post("/sessions/<session_id>/cancel")
 def cancel(session_id: str) -> tuple[Response, int]:
-    """Cancel the session's running or waiting turn (409 when there is none)."""
+    """Cancel the session's current turn, queued, running or waiting (409 when there is none)."""
     principal = current_principal()
     return jsonify({"turnId": cancel_turn(runtime(), session_id, principal)}), 202
 

@@ -54,7 +54,8 @@ ERRORS = {
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
-    422: "An option the request does not have, text where none is accepted, or a blank message",
+    422: "An option the request does not have, text where none is accepted, a blank message, or (new session) a "
+         "channel that is not configured or an address it cannot use",
 }
 AUTH = (400, 401, 403)
 
@@ -82,7 +83,7 @@ ROUTES = (
           {200: {JSON: SessionList}}, query=SessionsQuery),
     Route("/api/sessions/{sessionId}/input", "post", "A message (answers, steers or queues), or answers to requests",
           {202: {JSON: MessagePosted | ResponseResults}}, (*AUTH, 404, 409, 422), body=SessionInput),
-    Route("/api/sessions/{sessionId}/cancel", "post", "Cancel the session's running or waiting turn",
+    Route("/api/sessions/{sessionId}/cancel", "post", "Cancel the session's current turn (queued, running or waiting)",
           {202: {JSON: TurnCancelled}}, (*AUTH, 404, 409), notes={202: "The turn was cancelled"}),
     Route("/api/sessions/{sessionId}", "get", "The whole history: turns, runs, requests, tool calls, messages",
           {200: {JSON: SessionHistory}}, (*AUTH, 404)),
