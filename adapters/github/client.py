@@ -64,11 +64,6 @@ class GithubClient:
         path = f"/repos/{repository}/issues/comments/{comment_id}/reactions"
         return self.call("POST", path, {"content": content}).status_code == 201
 
-    def permission(self, repository: str, login: str) -> str:
-        """The person's role on the repository (`role_name`: admin, maintain, write, triage, read, a custom
-        role, or none), from the collaborators permission API, reused for PERMISSION_TTL seconds."""
-        return self.role(repository, login).name
-
     def role(self, repository: str, login: str) -> CollaboratorRole:
         """The person's role and its base role (none for someone GitHub says is no collaborator, a 404), reused
         for PERMISSION_TTL seconds. Raises ChannelUnavailable or GithubApiError when GitHub cannot be asked."""

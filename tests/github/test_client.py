@@ -10,7 +10,7 @@ import pytest
 import requests
 import responses
 
-from adapters.github import GithubApiError, GithubClient
+from adapters.github import CollaboratorRole, GithubApiError, GithubClient
 from engine.channels import ChannelUnavailable
 
 API = "https://ghe.example.test/api/v3"
@@ -85,16 +85,16 @@ def test_a_collaborators_role_is_asked_once_per_minute(mock: responses.RequestsM
     lookup = mock.get(PERMISSION, json={"permission": "write", "role_name": "maintain"})
     now = [1000.0]
     client = GithubClient("t", API, clock=lambda: now[0])
-    assert client.permission(REPO, "carol") == "maintain"  # role_name, finer than `permission`
+    assert client.role(REPO, "carol") == CollaboratorRole("maintain", "write")  # role_name, finer than `permission`
     assert lookup.calls[0].request.req_kwargs["timeout"] == 3.0  # asked on the webhook's path: briefly
     now[0] += 59
-    assert client.permission("codertocat/hello-world", "Carol") == "maintain"
+    assert client.role("codertocat/hello-world", "Carol").name == "maintain"
     assert lookup.call_count == 1
     now[0] += 2
-    assert client.permission(REPO, "carol") == "maintain"
+    assert client.role(REPO, "carol").name == "maintain"
     assert lookup.call_count == 2
 
 
 def test_someone_github_does_not_know_here_has_no_role(mock: responses.RequestsMock) -> None:
     mock.get(PERMISSION, json={"message": "Not Found"}, status=404)
-    assert GithubClient("t", API).permission(REPO, "carol") == "none"
+    assert GithubClient("t", API).role(REPO, "carol") == CollaboratorRole("none", "none")
