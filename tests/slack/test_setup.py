@@ -121,15 +121,23 @@ def from_installed_team(payload: dict[str, Any], team: str) -> dict[str, Any]:
     return payload
 
 
+def mentioned_after_install(slack: Workspace, **top: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """The app installed, alice mentions it in the installed workspace (`top`: fields of the payload's top level
+    to set); the installation, its team and the mention."""
+    installation = install(slack)
+    team, bot_user = installation["team"]["id"], installation["bot_user_id"]
+    slack.fake.reset()
+    mention = from_installed_team(slack.event("app_mention", "alice", f"<@{bot_user}> {REFUND}"), team)
+    mention.update(top)
+    slack.ok(slack.send_event(mention))
+    return installation, team, mention
+
+
 def test_an_installed_workspace_is_served_with_its_own_token(request: pytest.FixtureRequest, tmp_path: Path,
                                                             fake: FakeSlack) -> None:
     with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
         slack = Workspace(stack, fake)
-        installation = install(slack)
-        team, bot_user = installation["team"]["id"], installation["bot_user_id"]
-        fake.reset()
-        mention = from_installed_team(slack.event("app_mention", "alice", f"<@{bot_user}> {REFUND}"), team)
-        slack.ok(slack.send_event(mention))
+        installation, team, mention = mentioned_after_install(slack)
         assert fake.called("auth.test") == []  # authorized from the stored installation
         [card] = [c for c in fake.called("chat.postMessage") if c.params.get("blocks")]
         assert card.token == installation["access_token"]
@@ -197,12 +205,7 @@ def test_a_mention_in_a_channel_another_organization_shared_is_answered_with_the
     `authorizations[0]` names the installation the event came to, whose token may post there."""
     with make_stack(request, "sqlite", tmp_path, **oauth_settings(fake)) as stack:
         slack = Workspace(stack, fake)
-        installation = install(slack)
-        team, bot_user = installation["team"]["id"], installation["bot_user_id"]
-        fake.reset()
-        mention = from_installed_team(slack.event("app_mention", "alice", f"<@{bot_user}> {REFUND}"), team)
-        mention.update(team_id="T0PARTNER", is_ext_shared_channel=True)
-        slack.ok(slack.send_event(mention))
+        installation, team, mention = mentioned_after_install(slack, team_id="T0PARTNER", is_ext_shared_channel=True)
         [card] = [c for c in fake.called("chat.postMessage") if c.params.get("blocks")]
         assert card.token == installation["access_token"]
         [session] = list_sessions(stack.rt)["sessions"]
