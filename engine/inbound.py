@@ -11,7 +11,7 @@ import hashlib
 import logging
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
@@ -126,8 +126,10 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
     else:  # kept for the audit trail only
         with rt.transaction() as db:
             tell = claim(db) and ignored and "once" in item and first_notice(rt, db, channel, item["once"])
-        if tell:
-            notify(adapter, item["notice"])
+        if tell and not notify(adapter, item["notice"]):  # not given: the next such item tries again
+            with rt.transaction() as db:
+                db.execute(delete(Inbound).where(Inbound.channel == channel,
+                                                 Inbound.external_id == notice_id(item["once"])))
     for status in dict.fromkeys(result.status for result in results):
         acknowledge(adapter, ref, status)
 
@@ -161,18 +163,25 @@ NOTICE = "notice:"
 def first_notice(rt: Runtime, db: DbSession, channel: str, once: str) -> bool:
     """Whether no item before carried the notice named `once`: recorded as an audit row of its own, whose unique
     (channel, external id) makes the first one win, however many items race."""
-    external_id = NOTICE + hashlib.sha256(once.encode()).hexdigest()
-    return insert_once(db, channel, external_id, None, once.encode(), None, rt) is not None
+    return insert_once(db, channel, notice_id(once), None, once.encode(), None, rt) is not None
 
 
-def notify(adapter: ChannelAdapter | None, notice: dict[str, Any]) -> None:
-    """Logged, never raised: the item is processed, and a notice is not worth a retry."""
+def notice_id(once: str) -> str:
+    return NOTICE + hashlib.sha256(once.encode()).hexdigest()
+
+
+def notify(adapter: ChannelAdapter | None, notice: dict[str, Any]) -> bool:
+    """Whether the notice was given; a failure is logged, never raised (the item is processed, and a notice is
+    not worth a retry of its job)."""
     if not isinstance(adapter, Noticing):
-        return
+        return True
     try:
         adapter.notify(notice)
     except Exception:
-        log.warning("could not give the notice %s", notice, exc_info=True)
+        log.warning("could not give the notice %s; the next ignored item of its kind tries again", notice,
+                    exc_info=True)
+        return False
+    return True
 
 
 def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:

@@ -54,6 +54,16 @@ def test_an_outsiders_mention_starts_nothing_and_they_are_told_once_per_issue(gi
     assert (stored.principal or {})["attributes"]["permission"] == "read"
 
 
+def test_an_outsider_whose_notice_could_not_be_posted_is_told_at_their_next_comment(github: Github) -> None:
+    github.fake.roles["carol"] = "read"
+    github.fake.gone.add(1)  # GitHub refuses the reply
+    github.comment(CAROL, f"@{BOT} {script([REFUND])}")
+    assert github.said() == []
+    github.fake.gone.clear()
+    github.comment(CAROL, f"@{BOT} {script([REFUND])}")
+    assert github.said() == [TOLD] and sessions(github) == 0
+
+
 def test_an_outsiders_approve_or_message_on_a_maintainers_prompt_changes_nothing(github: Github) -> None:
     github.fake.roles["carol"] = "read"
     sid = start(github, REFUND)  # alice may write (the fake's default role)
