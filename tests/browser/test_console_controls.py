@@ -31,7 +31,12 @@ def test_cancel_a_waiting_turn_from_the_session_view(keyed_page: Any, keyed: str
     page.once("dialog", lambda dialog: dialog.accept())
     cancel.click()
     expect(page.locator(".cancel-note")).to_have_text("refused: only alice or an operator may cancel this turn")
-    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    approve = card.get_by_role("button", name="Approve")
+    expect(approve).to_be_enabled()
+    approve.focus()  # bob's answer from the keyboard is refused too: focus stays where he was
+    page.keyboard.press("Enter")
+    expect(card.locator(".card-notice")).to_contain_text("refused: only alice may answer this request")
+    expect(approve).to_be_focused()
     shot(page, "1-refused-for-bob")
 
     page.goto("/")
@@ -50,6 +55,7 @@ def test_cancel_a_waiting_turn_from_the_session_view(keyed_page: Any, keyed: str
     expect(page.locator(".tool").last).to_contain_text("cancelled")
     expect(page.locator(".history")).to_contain_text("Turn 1 · cancelled")
     expect(page.get_by_role("button", name="Cancel turn")).to_be_hidden()
+    expect(page.locator(".session-head h2")).to_be_focused()  # not lost to the page with the button
     expect(page.locator(".session-head .status")).to_have_text("idle")
     shot(page, "2-cancelled")
     assert read_ledger() == []  # the refund never ran

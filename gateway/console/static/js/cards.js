@@ -144,8 +144,10 @@ export class RequestCard {
   }
 
   async send(body) {
-    // Disabling the focused control moves focus to the page: remember it was here, for render().
-    this.sending = this.controls.contains(document.activeElement);
+    // Disabling the focused control moves focus to the page: remember it was here, for render(), or to give it
+    // back when the card stays open (refused, failed).
+    const had = this.controls.contains(document.activeElement) ? document.activeElement : null;
+    this.sending = had !== null;
     this.busy(true);
     this.say("Sending…");
     try {
@@ -157,6 +159,7 @@ export class RequestCard {
     } finally {
       this.sending = false;
       this.busy(false);
+      if (had?.isConnected) had.focus();
     }
   }
 

@@ -79,6 +79,7 @@ export class SessionView {
   async cancelTurn() {
     this.cancelNote.textContent = "";
     if (!window.confirm("Cancel this turn? Its open requests close unanswered and its waiting tool calls never run.")) return;
+    const had = document.activeElement === this.cancel; // disabling it drops focus to the page: give it back
     this.cancel.disabled = true;
     try {
       await api("POST", `/api/sessions/${encodeURIComponent(this.sessionId)}/cancel`);
@@ -86,6 +87,7 @@ export class SessionView {
       this.cancelNote.textContent = error.status === 403 ? `refused: ${error.message}` : error.message;
     } finally {
       this.cancel.disabled = false;
+      if (had) (this.cancel.hidden ? this.title : this.cancel).focus();
     }
   }
 
@@ -126,7 +128,9 @@ export class SessionView {
     try {
       const { data } = await api("GET", `/api/sessions/${encodeURIComponent(this.sessionId)}`);
       this.history.render(data);
-      this.cancel.hidden = data.turns.every((turn) => ENDED.has(turn.status)); // the events refresh it
+      const ended = data.turns.every((turn) => ENDED.has(turn.status)); // the events refresh it
+      if (ended && document.activeElement === this.cancel) this.title.focus(); // not lost to the page
+      this.cancel.hidden = ended;
       if (data.turns.length) this.title.textContent = data.turns[0].input;
       if (!this.lastSeq) this.status.textContent = data.status;
       return true;
