@@ -72,7 +72,7 @@ class Noticing(Protocol):
     """Optional for an adapter: tell a person why what they sent was kept but not acted on (GitHub: a commenter
     below GITHUB_MIN_PERMISSION). An inbound item of type `ignored` may carry `notice`, the adapter's own data;
     `process_inbound` acknowledges such an item's `ref` as `ignored` and passes the notice to `notify` once, after
-    marking the item processed. A failure is logged and not retried.
+    marking the item processed. A failure is logged, and the next ignored item with that notice tries again.
     """
 
     def notify(self, notice: dict[str, Any]) -> None: ...
