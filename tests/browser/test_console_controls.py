@@ -35,7 +35,7 @@ def test_cancel_a_waiting_turn_from_the_session_view(keyed_page: Any, keyed: str
     expect(approve).to_be_enabled()
     approve.focus()  # bob's answer from the keyboard is refused too: focus stays where he was
     page.keyboard.press("Enter")
-    expect(card.locator(".card-notice")).to_contain_text("refused: only alice may answer this request")
+    expect(card.locator(".card-notice")).to_contain_text("only alice may answer this request")  # (or the event says)
     expect(approve).to_be_focused()
     shot(page, "1-refused-for-bob")
 
