@@ -1,4 +1,4 @@
-"""All configuration, from the environment (one pydantic-settings class; the README's table mirrors it)."""
+"""All configuration, from the environment (one pydantic-settings class; docs/configuration.md's tables mirror it)."""
 
 from __future__ import annotations
 
