@@ -43,7 +43,7 @@ class ScriptedModel:
 
 
 class ModelError(Exception):
-    """The model endpoint failed or answered something that is not a chat completion."""
+    """The model endpoint failed, or answered something that is not a reply (a chat completion, a message)."""
 
 
 class OpenAIChatModel:
@@ -136,12 +136,13 @@ def _messages_api_transcript(transcript: list[dict[str, Any]]) -> tuple[str, lis
     merged: list[dict[str, Any]] = []
     for message in transcript:
         if message["role"] == "system":
-            system += [message["content"]] if message.get("content") else []
+            if message.get("content"):
+                system.append(message["content"])
             continue
         blocks = _content_blocks(message)
-        role = "user" if message["role"] == "tool" else message["role"]
         if not blocks:  # (an empty reply: the API refuses empty content)
             continue
+        role = "user" if message["role"] == "tool" else message["role"]
         if merged and merged[-1]["role"] == role:
             merged[-1]["content"] += blocks
         else:

@@ -35,7 +35,7 @@ REFUND_SPEC = {
 }
 
 
-def recorded(name: str) -> dict[str, Any]:
+def recorded_reply(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / name).read_text())
 
 
@@ -63,7 +63,7 @@ def model(**kwargs: Any) -> AnthropicModel:
 
 def test_a_transcript_with_tool_round_trips_is_sent_as_alternating_messages_with_tool_blocks(
         mock: responses.RequestsMock) -> None:
-    mock.post(URL, json=recorded("refund_done.json"))
+    mock.post(URL, json=recorded_reply("refund_done.json"))
     transcript = [
         {"role": "system", "content": "You are a careful billing assistant."},
         {"role": "user", "content": "Order o-1 and o-2 arrived broken: refund ch_1."},
@@ -115,7 +115,7 @@ def test_a_transcript_with_tool_round_trips_is_sent_as_alternating_messages_with
 
 
 def test_an_empty_reply_in_the_transcript_is_left_out_and_its_neighbours_merge(mock: responses.RequestsMock) -> None:
-    mock.post(URL, json=recorded("refund_done.json"))
+    mock.post(URL, json=recorded_reply("refund_done.json"))
     transcript = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": ""},
                   {"role": "user", "content": "anyone there?"}]
 
@@ -128,7 +128,7 @@ def test_an_empty_reply_in_the_transcript_is_left_out_and_its_neighbours_merge(m
 
 
 def test_headers_url_timeout_and_max_tokens(mock: responses.RequestsMock) -> None:
-    mock.post(URL, json=recorded("refund_done.json"))
+    mock.post(URL, json=recorded_reply("refund_done.json"))
 
     model(timeout=7.5, max_tokens=512).complete([{"role": "user", "content": "hi"}], [])
 
@@ -143,7 +143,7 @@ def test_headers_url_timeout_and_max_tokens(mock: responses.RequestsMock) -> Non
 
 
 def test_the_default_endpoint_is_anthropics(mock: responses.RequestsMock) -> None:
-    mock.post("https://api.anthropic.com/v1/messages", json=recorded("refund_done.json"))
+    mock.post("https://api.anthropic.com/v1/messages", json=recorded_reply("refund_done.json"))
 
     AnthropicModel("sk-ant-test", "claude-haiku-4-5", "https://api.anthropic.com/").complete(
         [{"role": "user", "content": "hi"}], [])
@@ -175,13 +175,13 @@ def test_the_default_endpoint_is_anthropics(mock: responses.RequestsMock) -> Non
 )
 def test_a_reply_is_its_text_and_its_tool_uses(
         mock: responses.RequestsMock, fixture: str, expected: ModelReply) -> None:
-    mock.post(URL, json=recorded(fixture))
+    mock.post(URL, json=recorded_reply(fixture))
 
     assert model().complete([{"role": "user", "content": "go"}], [LOOKUP_SPEC, REFUND_SPEC]) == expected
 
 
 def test_text_blocks_are_joined_and_other_blocks_ignored(mock: responses.RequestsMock) -> None:
-    reply = recorded("refund_done.json")
+    reply = recorded_reply("refund_done.json")
     reply["content"] = [{"type": "thinking", "thinking": "hm", "signature": "sig"},
                         {"type": "text", "text": "Refunded "}, {"type": "text", "text": "20.00."}]
     mock.post(URL, json=reply)
@@ -190,7 +190,7 @@ def test_text_blocks_are_joined_and_other_blocks_ignored(mock: responses.Request
 
 
 def test_a_tool_use_cut_off_by_max_tokens_is_an_error_naming_it(mock: responses.RequestsMock) -> None:
-    mock.post(URL, json=recorded("max_tokens_in_tool_use.json"))
+    mock.post(URL, json=recorded_reply("max_tokens_in_tool_use.json"))
 
     with pytest.raises(ModelError) as info:
         model(max_tokens=64).complete([{"role": "user", "content": "refund ch_1"}], [REFUND_SPEC])
@@ -200,7 +200,7 @@ def test_a_tool_use_cut_off_by_max_tokens_is_an_error_naming_it(mock: responses.
 
 
 def test_text_cut_off_by_max_tokens_is_kept(mock: responses.RequestsMock) -> None:
-    reply = recorded("max_tokens_in_tool_use.json")
+    reply = recorded_reply("max_tokens_in_tool_use.json")
     reply["content"] = reply["content"][:1]
     mock.post(URL, json=reply)
 
@@ -221,7 +221,7 @@ def test_text_cut_off_by_max_tokens_is_kept(mock: responses.RequestsMock) -> Non
 )
 def test_an_http_error_names_the_status_and_the_apis_error(
         mock: responses.RequestsMock, status: int, fixture: str, start: str, said: str) -> None:
-    mock.post(URL, status=status, json=recorded(fixture))
+    mock.post(URL, status=status, json=recorded_reply(fixture))
 
     with pytest.raises(ModelError) as info:
         model().complete([{"role": "user", "content": "hi"}], [])
@@ -245,11 +245,11 @@ def test_a_connection_error_is_a_model_error(mock: responses.RequestsMock) -> No
     ("kwargs", "said"),
     [
         ({"body": "<html>Bad gateway</html>", "content_type": "text/html"}, "Expecting value"),
-        ({"json": recorded("error_overloaded.json")}, "the reply is not a message: "),
+        ({"json": recorded_reply("error_overloaded.json")}, "the reply is not a message: "),
         ({"json": ["not", "a", "message"]}, "the reply is not a message: "),
-        ({"json": {**recorded("refund_done.json"), "content": "Refunded."}}, "the reply is not a message: "),
-        ({"json": {**recorded("refund_done.json"), "content": [{"text": "no type"}]}}, "'type'"),
-        ({"json": {**recorded("lookup_tool_use.json"),
+        ({"json": {**recorded_reply("refund_done.json"), "content": "Refunded."}}, "the reply is not a message: "),
+        ({"json": {**recorded_reply("refund_done.json"), "content": [{"text": "no type"}]}}, "'type'"),
+        ({"json": {**recorded_reply("lookup_tool_use.json"),
                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": '{"order_id": 1}'}]}},
          "the model's input for lookup is not a JSON object: "),
     ],
@@ -269,7 +269,7 @@ def test_a_body_that_is_not_a_message_is_a_model_error(
 
 
 def test_auto_with_an_anthropic_reviewer_gives_its_verdict(mock: responses.RequestsMock) -> None:
-    mock.post(URL, json=recorded("review_verdict.json"))
+    mock.post(URL, json=recorded_reply("review_verdict.json"))
     policy = auto(model(), instructions="You guard a developer laptop.",
                   criteria=["Deny anything that deletes files outside /tmp"])
 
@@ -284,7 +284,7 @@ def test_auto_with_an_anthropic_reviewer_gives_its_verdict(mock: responses.Reque
 
 
 def test_auto_with_an_overloaded_anthropic_reviewer_asks_a_person(mock: responses.RequestsMock) -> None:
-    mock.post(URL, status=529, json=recorded("error_overloaded.json"))
+    mock.post(URL, status=529, json=recorded_reply("error_overloaded.json"))
 
     assert auto(model())(make_ctx()) == "user-approval"
 
@@ -308,7 +308,7 @@ def claude(tmp_path: Path) -> Iterator[Stack]:
 def test_an_agent_on_claude_parks_on_an_approval_and_resumes_to_its_answer(
         mock: responses.RequestsMock, claude: Stack) -> None:
     for reply in ("lookup_tool_use.json", "refund_text_and_tool_use.json", "refund_done.json"):
-        mock.post(URL, json=recorded(reply))
+        mock.post(URL, json=recorded_reply(reply))
 
     sid, _ = claude.start("Order o-1 arrived broken: refund the 20.00 on ch_1.")
 
