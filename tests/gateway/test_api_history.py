@@ -13,7 +13,7 @@ ALICE = api_key_principal("alice")
 
 def test_a_long_history_comes_a_page_of_turns_at_a_time(stack: Stack) -> None:
     session_id = open_session(stack.rt, ALICE).session_id
-    ids = add_turns(stack.rt, session_id, HISTORY_TURNS + 1, ALICE)
+    ids = add_turns(stack.rt.db, session_id, HISTORY_TURNS + 1, ALICE)
     client = stack.client("alice")
 
     latest = client.get(f"/api/sessions/{session_id}").get_json()
@@ -35,7 +35,7 @@ def test_a_long_history_comes_a_page_of_turns_at_a_time(stack: Stack) -> None:
 
 def test_a_short_history_is_one_page(stack: Stack) -> None:
     session_id = open_session(stack.rt, ALICE).session_id
-    ids = add_turns(stack.rt, session_id, HISTORY_TURNS, ALICE)
+    ids = add_turns(stack.rt.db, session_id, HISTORY_TURNS, ALICE)
 
     history = stack.client("alice").get(f"/api/sessions/{session_id}").get_json()
 
@@ -45,9 +45,9 @@ def test_a_short_history_is_one_page(stack: Stack) -> None:
 
 def test_a_cursor_that_is_no_turn_of_the_session_is_a_400(stack: Stack) -> None:
     session_id = open_session(stack.rt, ALICE).session_id
-    add_turns(stack.rt, session_id, 1, ALICE)
+    add_turns(stack.rt.db, session_id, 1, ALICE)
     elsewhere = open_session(stack.rt, ALICE).session_id
-    [other_turn] = add_turns(stack.rt, elsewhere, 1, ALICE)
+    [other_turn] = add_turns(stack.rt.db, elsewhere, 1, ALICE)
     client = stack.client("alice")
 
     for before in (other_turn, "turn_nope"):

@@ -139,7 +139,7 @@ def test_show_json_is_the_history_document(hitl: Hitl, app: Stack) -> None:
 def test_show_prints_the_latest_turns_and_how_to_read_earlier_ones(hitl: Hitl, app: Stack,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     sid = open_session(app.rt, api_key_principal("alice")).session_id
-    ids = add_turns(app.rt, sid, HISTORY_TURNS + 1, api_key_principal("alice"))
+    ids = add_turns(app.rt.db, sid, HISTORY_TURNS + 1, api_key_principal("alice"))
 
     def shown(*argv: str) -> tuple[list[str], str]:
         main(["show", sid, *argv])

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from engine.db import Database
 from engine.protocol import Principal
-from engine.runtime import Runtime
-from engine.tables import Message, Run, Session, Turn
+from engine.tables import Message, Run, Session, Turn, utcnow
 
 
-def add_turns(rt: Runtime, session_id: str, count: int, who: Principal) -> list[str]:
+def add_turns(database: Database, session_id: str, count: int, who: Principal) -> list[str]:
     """Append `count` completed turns to the session, `question n` answered `answer n` (one run and two messages
     each), in one transaction; their ids, oldest first."""
-    with rt.db.write() as db:
+    with database.write() as db:
         session = db.get_one(Session, session_id)
         first = db.execute(select(func.count()).select_from(Turn).where(Turn.session_id == session_id)).scalar_one() + 1
-        now = rt.now()
+        now = utcnow()
         turns = [Turn(session_id=session_id, seq=seq, status="completed", requested_by=who.wire(),
                       input=f"question {seq}", result=f"answer {seq}", created_at=now, updated_at=now)
                  for seq in range(first, first + count)]
