@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session as DbSession
 
+from . import defaults
 from .errors import InvalidQuery, NotFound
 from .events import events_wire
 from .requests import request_wire
@@ -14,27 +15,34 @@ from .runtime import Runtime
 from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
 
-def session_history(rt: Runtime, session_id: str) -> dict[str, Any]:
-    """The whole history of a session in one document: turns, runs, requests with candidates, messages."""
+def session_history(rt: Runtime, session_id: str, before: str | None = None,
+                    limit: int = defaults.HISTORY_TURNS) -> dict[str, Any]:
+    """A session's history in one document: its latest `limit` turns, in order, with their runs, requests (with
+    candidates), tool calls and messages; with `before` (a turn id: the previous page's `next`), the `limit`
+    turns before that one. `next` is the first turn's id when earlier turns exist, else None."""
     with rt.db.read() as db:
         session = db.get(Session, session_id)
         if session is None:
             raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-        turns = db.execute(select(Turn).where(Turn.session_id == session_id).order_by(Turn.seq)).scalars().all()
+        cursor = None if before is None else ("before", "turn of this session", own_turn(db, session_id, before))
+        newest, oldest = page_of(db, select(Turn).where(Turn.session_id == session_id), TURNS_ORDER, cursor,
+                                 limit, newest_first=True)
+        turns = newest[::-1]
         turn_ids = [t.id for t in turns]
         runs = db.execute(select(Run).where(Run.turn_id.in_(turn_ids)).order_by(Run.seq)).scalars().all()
         requests = db.execute(
-            select(InputRequest).where(InputRequest.session_id == session_id).order_by(InputRequest.seq)
+            select(InputRequest).where(InputRequest.turn_id.in_(turn_ids)).order_by(InputRequest.seq)
         ).scalars().all()
         candidates = db.execute(
             select(ResponseCandidate).join(InputRequest)
-            .where(InputRequest.session_id == session_id).order_by(ResponseCandidate.created_at)
+            .where(InputRequest.turn_id.in_(turn_ids)).order_by(ResponseCandidate.created_at)
         ).scalars().all()
         calls = db.execute(
             select(ToolCall).where(ToolCall.turn_id.in_(turn_ids)).order_by(ToolCall.step, ToolCall.position)
         ).scalars().all()
         messages = db.execute(
-            select(Message).where(Message.session_id == session_id).order_by(Message.seq)
+            select(Message).where(Message.session_id == session_id, Message.turn_id.in_(turn_ids))
+            .order_by(Message.seq)
         ).scalars().all()
         return {
             "id": session.id, "agent": session.agent, "status": session.status, "channel": session.channel,
@@ -56,7 +64,14 @@ def session_history(rt: Runtime, session_id: str) -> dict[str, Any]:
                 }
                 for t in turns
             ],
+            "next": oldest.id if oldest else None,
         }
+
+
+def own_turn(db: DbSession, session_id: str, turn_id: str) -> Turn | None:
+    """Turn `turn_id` if it is one of the session's."""
+    turn = db.get(Turn, turn_id)
+    return turn if turn is not None and turn.session_id == session_id else None
 
 
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
@@ -78,6 +93,8 @@ INBOX_ORDER = (InputRequest.created_at, InputRequest.seq, InputRequest.request_i
 """Oldest first; a session's requests of one moment by their number; the id makes the order total (a cursor)."""
 SESSIONS_ORDER = (Session.created_at, Session.id)
 """Read newest first; the id makes the order total."""
+TURNS_ORDER = (Turn.seq,)
+"""A session's turns, read newest first (its unique index on (session, seq) holds them in that order)."""
 
 
 def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,

@@ -71,7 +71,10 @@ class Session(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    __table_args__ = (Index("ix_sessions_channel_address", "channel", "address"),)
+    __table_args__ = (
+        Index("ix_sessions_channel_address", "channel", "address"),
+        Index("ix_sessions_created_at_id", "created_at", "id"),  # the session list's order, newest first
+    )
 
     @hybrid_property
     def address(self) -> str:
@@ -251,7 +254,29 @@ class Inbound(Base):
     processed_at: Mapped[datetime | None] = mapped_column()
     duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
-    __table_args__ = (UniqueConstraint("channel", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint("channel", "external_id"),
+        Index("ix_inbound_received_at", "received_at"),  # the oldest rows, for pruning
+    )
+
+
+UNPROCESSED = Inbound.processed_at.is_(None) & Inbound.item.is_not(None)
+"""An inbound item not applied yet (its job has not run yet, or died): a few rows, for the seconds a job takes."""
+# the items not applied yet, for sweep(): only those rows are in it, so finding them costs nothing however many
+# deliveries are kept
+Index("ix_inbound_unprocessed_received_at", Inbound.received_at, postgresql_where=UNPROCESSED,
+      sqlite_where=UNPROCESSED)
+
+
+class PrunedInbound(Base):
+    """The inbound rows pruned so far, per channel: how many deliveries and duplicates they counted. The webhook
+    counters of /metrics add these to the rows still kept, so pruning never makes a counter go down."""
+
+    __tablename__ = "pruned_inbound"
+
+    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
+    deliveries: Mapped[int] = mapped_column(BigInteger, default=0)
+    duplicates: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class Outbox(Base):

@@ -133,8 +133,9 @@ def cancel(session_id: str) -> tuple[Response, int]:
 
 @bp.get("/sessions/<session_id>")
 def session(session_id: str) -> Response:
+    """The latest turns of the session's history, or those before turn `before`; `next` pages further back."""
     current_principal()
-    return jsonify(session_history(runtime(), session_id))
+    return jsonify(session_history(runtime(), session_id, before=request.args.get("before")))
 
 
 @bp.get("/sessions/<session_id>/events")

@@ -104,8 +104,9 @@ def add_operator_commands(commands: Any) -> None:
     sessions.add_argument("--before", default=None, help="the next page: the session id the page before ended with")
     sessions.set_defaults(handler=cmd_sessions)
 
-    show = commands.add_parser("show", help="a session's history: turns, runs, requests and their responses")
+    show = commands.add_parser("show", help="a session's history (its latest turns): runs, requests, responses")
     show.add_argument("session_id")
+    show.add_argument("--before", default=None, help="the earlier turns: the turn id the page after began with")
     show.add_argument("--json", action="store_true", help="print the history document as JSON")
     show.set_defaults(handler=cmd_show)
 
@@ -236,7 +237,7 @@ def cmd_sessions(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    history = session_history(runtime(), args.session_id)
+    history = session_history(runtime(), args.session_id, before=args.before)
     if args.json:
         print(json.dumps(history, indent=2))
         return
@@ -244,6 +245,8 @@ def cmd_show(args: argparse.Namespace) -> None:
           f"started {timestamp(history['createdAt'])} by {who(history['initiator'])}")
     for turn in history["turns"]:
         print_turn(turn)
+    if history["next"]:
+        print(f"earlier turns: add --before {history['next']}", file=sys.stderr)
 
 
 def print_turn(turn: dict[str, Any]) -> None:

@@ -63,7 +63,8 @@ def build_runtime(settings: Settings) -> Runtime:
     return install(Runtime(
         db, load_agent(settings.agent), executor, lease_seconds=settings.lease_seconds,
         response_policy_timeout=settings.response_policy_timeout,
-        request_policy_timeout=settings.request_policy_timeout, channels=build_channels(settings),
+        request_policy_timeout=settings.request_policy_timeout, retention_days=settings.retention_days,
+        channels=build_channels(settings),
     ))
 
 

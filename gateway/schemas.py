@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from engine.defaults import HISTORY_TURNS
 from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
 
 MAX_QUERY_INT = 2**31 - 1
@@ -96,6 +97,10 @@ def query_int(raw: str) -> int | None:
 class SessionsQuery(WireModel):
     limit: QueryInt = Field(PAGE, description="at most this many sessions")
     before: Omittable[str] = omitted("the next page: the `next` of the page before")
+
+
+class HistoryQuery(WireModel):
+    before: Omittable[str] = omitted("the earlier turns: the `next` of the page before")
 
 
 class EventsQuery(WireModel):
@@ -209,7 +214,10 @@ class SessionHistory(WireModel):
     address: str
     initiator: Principal | None
     created_at: datetime
-    turns: list[TurnOut]
+    turns: list[TurnOut] = Field(description=f"the latest {HISTORY_TURNS} turns, or the {HISTORY_TURNS} before "
+                                             "`before`, oldest first")
+    next: str | None = Field(description="the first turn's id when earlier turns exist (pass it as `before`), "
+                                         "else null")
 
 
 class Event(WireModel):

@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     worker_class: str = Field("simple", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
     response_policy_timeout: float = Field(10.0, gt=0, validation_alias="HITL_RESPONSE_POLICY_TIMEOUT")
     request_policy_timeout: float = Field(30.0, gt=0, validation_alias="HITL_REQUEST_POLICY_TIMEOUT")
+    retention_days: int = Field(30, ge=1, le=36500, validation_alias="HITL_RETENTION_DAYS")
     public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
 
     slack_bot_token: str | None = Field(None, validation_alias="SLACK_BOT_TOKEN")

@@ -24,7 +24,7 @@ from engine.queries import events_after, list_requests, session_history
 from engine.responses import ResponseResult, submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Base, Inbound, Outbox, Session, Turn
+from engine.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
@@ -81,8 +81,7 @@ class Stack:
         with self.rt.db.read() as db:
             if db.execute(select(Outbox.id).limit(1)).first():
                 return False
-            if db.execute(select(Inbound.id).where(Inbound.processed_at.is_(None), Inbound.item.is_not(None))
-                          .limit(1)).first():
+            if db.execute(select(Inbound.id).where(UNPROCESSED).limit(1)).first():
                 return False
             if self.rt.channels and db.execute(select(Session.id).where(
                     Session.channel.in_(list(self.rt.channels)), Session.delivered_seq < Session.event_seq)

@@ -1,13 +1,20 @@
-"""The web console's controls in a real browser: cancelling a turn, and answering cards from the keyboard."""
+"""The web console's controls in a real browser: cancelling a turn, answering cards from the keyboard, and reading
+a history longer than a page."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import requests
 
-from tests.browser.conftest import Shot, paste_key, start_session
+from engine.db import Database
+from engine.defaults import HISTORY_TURNS
+from engine.protocol import operator_principal
+from gateway.settings import Settings
+from tests.browser.conftest import Shot, open_page, paste_key, serve, start_session
 from tests.support.agent import read_ledger, script
+from tests.support.history import add_turns
 
 try:
     from playwright.sync_api import expect
@@ -80,3 +87,36 @@ def test_enter_in_the_note_cancels_with_it(page: Any, shot: Shot) -> None:
     expect(outcome).to_be_focused()
     expect(page.locator(".message.assistant").last).to_contain_text("wrong charge")
     shot(page, "1-denied")
+
+
+def test_a_long_history_shows_its_latest_turns_and_the_earlier_ones_on_request(browser: Any, tmp_path: Path,
+                                                                               shot: Shot) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'hitl.db'}", agent="gateway.demo:agent")
+    for url in serve(settings):
+        session = requests.post(f"{url}/api/sessions", json={}, timeout=10).json()
+        database = Database(settings.database_url)
+        add_turns(database, session["id"], HISTORY_TURNS + 1, operator_principal("local"))  # not 101 real turns
+        database.dispose()
+        for page in open_page(browser, url):
+            page.goto(f"/#/sessions/{session['id']}")
+            turns = page.locator(".history details.turn")
+            expect(turns).to_have_count(HISTORY_TURNS)
+            expect(turns.first.locator("summary")).to_have_text("Turn 2 · completed · question 2")
+            expect(turns.last.locator("summary")).to_have_text("Turn 101 · completed · question 101")
+            shot(page, "1-the-latest-turns")
+
+            earlier = page.get_by_role("button", name="Show earlier turns")
+            earlier.focus()
+            page.keyboard.press("Enter")
+            expect(turns).to_have_count(HISTORY_TURNS + 1)
+            expect(turns.first.locator("summary")).to_have_text("Turn 1 · completed · question 1")
+            expect(turns.first.locator("summary")).to_be_focused()
+            expect(earlier).to_be_hidden()
+            expect(page.locator(".session-head h2")).to_have_text("question 1")  # the session's first message
+
+            page.get_by_label("Message").fill("hello")
+            page.get_by_role("button", name="Send").click()  # a new turn: the latest page moves on, turn 2 stays
+            expect(turns).to_have_count(HISTORY_TURNS + 2)
+            expect(turns.nth(1).locator("summary")).to_have_text("Turn 2 · completed · question 2")
+            expect(turns.last.locator("summary")).to_contain_text("Turn 102")
+            shot(page, "2-every-turn-and-a-new-one")

@@ -413,6 +413,7 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
 @pytest.mark.parametrize(("name", "value", "problem"), [
     ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
     ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
+    ("HITL_RETENTION_DAYS", "0", "HITL_RETENTION_DAYS: Input should be greater than or equal to 1"),
     ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: Value error, must be a sqlite:/// or postgresql:// URL"),
     ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
      "DATABASE_URL: Value error, is not a URL SQLAlchemy can read (is the port a number?)"),

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engine.defaults import HISTORY_TURNS
 from engine.protocol import api_key_principal
 from engine.runtime import Runtime
 from engine.sessions import open_session
@@ -21,6 +22,7 @@ from engine.settlement import close_request
 from gateway.cli import main
 from tests.conftest import TEST_AGENT, Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
+from tests.support.history import add_turns
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
 LOOKUP = script([("lookup", {"order_id": "o-1"})], final="looked up")
@@ -132,6 +134,21 @@ def test_show_json_is_the_history_document(hitl: Hitl, app: Stack) -> None:
     assert code == 0
     assert json.loads(out) == app.history(sid)
     assert hitl("show", "ses_nope") == (1, "hitl: no session 'ses_nope'")
+
+
+def test_show_prints_the_latest_turns_and_how_to_read_earlier_ones(hitl: Hitl, app: Stack,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sid = open_session(app.rt, api_key_principal("alice")).session_id
+    ids = add_turns(app.rt.db, sid, HISTORY_TURNS + 1, api_key_principal("alice"))
+
+    def shown(*argv: str) -> tuple[list[str], str]:
+        main(["show", sid, *argv])
+        printed = capsys.readouterr()
+        return [line.split()[2] for line in printed.out.splitlines() if line.startswith("turn ")], printed.err
+
+    assert shown() == (ids[1:], f"earlier turns: add --before {ids[1]}\n")
+    assert shown("--before", ids[1]) == (ids[:1], "")
+    assert hitl("show", sid, "--before", "turn_nope") == (1, "hitl: `before` names no turn of this session")
 
 
 def test_answer_text_answers_a_question(hitl: Hitl, app: Stack) -> None:

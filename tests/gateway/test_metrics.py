@@ -10,7 +10,8 @@ from sqlalchemy import update
 
 from engine.inbound import accept
 from engine.recovery import recover_turn
-from engine.tables import Turn
+from engine.retention import prune
+from engine.tables import Inbound, Turn
 from tests.conftest import Stack
 from tests.support.agent import script
 
@@ -89,6 +90,24 @@ def test_webhook_deliveries_and_duplicates_come_from_the_database(stack: Stack) 
     for channel, external_id in [("slack", "Ev1"), ("slack", "Ev2"), ("twilio", "SM1"), ("slack", "Ev1")]:
         accept(stack.rt, channel, external_id, None, b"{}", None)
 
+    samples = scrape(stack)
+
+    assert samples['hitl_webhook_deliveries_total{channel="slack"}'] == 2
+    assert samples['hitl_webhook_deliveries_total{channel="twilio"}'] == 1
+    assert samples['hitl_webhook_duplicates_total{channel="slack"}'] == 1
+    assert samples['hitl_webhook_duplicates_total{channel="twilio"}'] == 0
+
+
+def test_pruned_deliveries_still_count(stack: Stack) -> None:
+    """sweep() prunes deliveries older than the retention; the counters keep them (a counter that went down
+    would read as a reset, and rate() as a burst of every delivery ever counted)."""
+    for channel, external_id in [("slack", "Ev1"), ("slack", "Ev1"), ("twilio", "SM1")]:
+        accept(stack.rt, channel, external_id, None, b"{}", None)
+    with stack.rt.db.write() as db:
+        db.execute(update(Inbound).values(received_at=stack.rt.now() - timedelta(days=31)))
+    accept(stack.rt, "slack", "Ev2", None, b"{}", None)
+
+    assert prune(stack.rt) == 2
     samples = scrape(stack)
 
     assert samples['hitl_webhook_deliveries_total{channel="slack"}'] == 2

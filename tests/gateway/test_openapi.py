@@ -130,6 +130,10 @@ def test_real_answers_of_a_refund_flow_match_the_contract(app_stack: Stack,
     assert answers.get_json()["results"][0]["status"] == "settled"
     app_stack.settle()
     conforms("POST", "/api/sessions/{sessionId}/cancel", client.post(f"/api/sessions/{sid}/cancel"), 409)
+    earlier = client.get(f"/api/sessions/{sid}?before={second['turnId']}")
+    conforms("GET", "/api/sessions/{sessionId}", earlier, 200)
+    assert [t["seq"] for t in earlier.get_json()["turns"]] == [1]
+    conforms("GET", "/api/sessions/{sessionId}", client.get(f"/api/sessions/{sid}?before=turn_nope"), 400)
     conforms("GET", "/api/sessions/{sessionId}", client.get("/api/sessions/ses_nope"), 404)
     conforms("GET", "/api/sessions", anonymous.get("/api/sessions"), 401)
     conforms("GET", "/healthz", anonymous.get("/healthz"), 200)

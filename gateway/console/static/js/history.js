@@ -1,5 +1,7 @@
 // The audit trail per turn: runs (Run 1 interrupted, Run 2 ...), requests with their candidates, tool calls.
+// The API answers the latest turns; "Show earlier turns" loads the page before the oldest shown.
 
+import { api } from "./api.js";
 import { outcomeText } from "./cards.js";
 import { formatTime, h, principalName } from "./dom.js";
 
@@ -41,13 +43,58 @@ function turnView(turn, closed) {
 }
 
 export class History {
-  constructor() {
-    this.el = h("div", { class: "history" });
+  // `onFirst(turn)`: the session's first turn is shown (the page titles the session with it).
+  constructor(sessionId, onFirst) {
+    this.sessionId = sessionId;
+    this.onFirst = onFirst;
+    this.turns = new Map(); // every turn loaded, by id: the latest page's, and the earlier pages asked for
     this.closed = new Set();
+    this.oldest = Infinity; // the seq of the oldest turn loaded
+    this.before = null; // the cursor of the turns before it, null when there are none
+    this.list = h("div", {});
+    this.earlier = h("button", { type: "button", class: "earlier", hidden: true, onclick: () => this.showEarlier() },
+      "Show earlier turns");
+    this.note = h("p", { class: "note error", role: "status" });
+    this.el = h("div", { class: "history" }, this.earlier, this.note, this.list);
   }
 
+  // The latest page of the history: its turns replace what was loaded of them; earlier pages stay.
   render(session) {
-    this.el.replaceChildren(...session.turns.map((turn) => turnView(turn, this.closed)));
-    if (!session.turns.length) this.el.append(h("p", { class: "empty" }, "No turns yet."));
+    this.add(session);
+    this.draw();
+  }
+
+  add(page) {
+    for (const turn of page.turns) this.turns.set(turn.id, turn);
+    const oldest = page.turns.length ? page.turns[0].seq : 0;
+    if (oldest <= this.oldest) {
+      this.oldest = oldest;
+      this.before = page.next;
+    }
+  }
+
+  draw() {
+    const turns = [...this.turns.values()].sort((a, b) => a.seq - b.seq);
+    this.list.replaceChildren(...turns.map((turn) => turnView(turn, this.closed)));
+    if (!turns.length) this.list.append(h("p", { class: "empty" }, "No turns yet."));
+    this.earlier.hidden = !this.before;
+    if (turns[0]?.seq === 1) this.onFirst(turns[0]);
+  }
+
+  // The page before the oldest turn shown; focus goes to the first of its turns, at the top.
+  async showEarlier() {
+    this.note.textContent = "";
+    this.earlier.disabled = true;
+    try {
+      const query = new URLSearchParams({ before: this.before });
+      const { data } = await api("GET", `/api/sessions/${encodeURIComponent(this.sessionId)}?${query}`);
+      this.add(data);
+      this.draw();
+      this.list.querySelector("summary")?.focus();
+    } catch (error) {
+      this.note.textContent = error.message;
+    } finally {
+      this.earlier.disabled = false;
+    }
   }
 }

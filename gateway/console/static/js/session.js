@@ -1,4 +1,5 @@
-// One session: the live conversation (from the event stream) and its history (from GET /api/sessions/<id>).
+// One session: the live conversation (from the event stream) and its history (from GET /api/sessions/<id>),
+// titled with its first turn's message.
 
 import { api, EVENT_TYPES, openEvents } from "./api.js";
 import { h } from "./dom.js";
@@ -19,8 +20,8 @@ export class SessionView {
     this.sessionId = sessionId;
     this.lastSeq = 0;
     this.timeline = new Timeline();
-    this.history = new History();
     this.title = h("h2", { tabIndex: -1 }, "Session");
+    this.history = new History(sessionId, (first) => (this.title.textContent = first.input));
     this.status = h("span", { class: "status" }, "loading");
     this.live = h("span", { class: "live", role: "status" }, "connecting");
     this.cancel = h("button", { type: "button", class: "danger", hidden: true, onclick: () => this.cancelTurn() }, "Cancel turn");
@@ -131,7 +132,6 @@ export class SessionView {
       const ended = data.turns.every((turn) => ENDED.has(turn.status)); // the events refresh it
       if (ended && document.activeElement === this.cancel) this.title.focus(); // not lost to the page
       this.cancel.hidden = ended;
-      if (data.turns.length) this.title.textContent = data.turns[0].input;
       if (!this.lastSeq) this.status.textContent = data.status;
       return true;
     } catch (error) {
