@@ -1,6 +1,7 @@
 """What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
 
-* A message that matches the first open request answers it (a session-limit prompt first, else the earliest).
+* A message that matches the first open request answers it (a session-limit prompt first, else the earliest),
+  an external request's too (engine/external.py: it waits in its place's session with the others).
 * A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
   open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
@@ -28,7 +29,7 @@ from .responses import ResponseResult, submit_responses
 from .runtime import Runtime
 from .sessions import queue_turn
 from .settlement import close_request
-from .tables import InputRequest, ToolCall, Turn
+from .tables import InputRequest, Session, ToolCall, Turn
 from .tools import DONE, reject_call
 from .turns import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
@@ -40,7 +41,8 @@ class Posted:
     """What a message did: `answered` a request, `steered` the turn, `queued` or `started` a turn, or was `noted`."""
 
     effect: Literal["answered", "steered", "queued", "started", "noted"]
-    turn_id: str
+    turn_id: str | None
+    """None when it answered an external request of a session with no turn under way."""
     results: list[ResponseResult] = field(default_factory=list)
 
 
@@ -57,29 +59,36 @@ def post_message(
         session = lock_session(db, session_id)
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
+        open_requests = open_in_order(db, InputRequest.session_id == session_id)  # an external request's too
+        answer = typed_answer(open_requests, text, principal) if principal is not None else None
         turn = active_turn(db, session_id)
-        if turn is None or not_started(db, turn):
-            new_turn = queue_turn(rt, db, session, principal, text)
-            return Posted("started" if turn is None else "queued", new_turn)
-        turn = lock_turn(db, turn.id)
-        open_requests = open_in_order(db, InputRequest.turn_id == turn.id)
-        answer = typed_answer(open_requests, text, principal)
+        started = turn is not None and not not_started(db, turn)
+        turn_id = turn.id if turn is not None and started else None
         if answer is not None and principal is not None:
-            emit_received(db, session_id, turn.id, text, principal.wire(), rt.now())
-        elif open_requests and open_requests[0].kind == "session-limit" and owns(turn, principal):
-            note(rt, db, turn, principal, text)  # read once the person lets the turn continue
-            return Posted("noted", turn.id)
-        elif owns(turn, principal) and (turn_policy == "steer" or holds_approval(open_requests)):
-            steer(rt, db, turn, open_requests, principal, text)
-            return Posted("steered", turn.id)
+            emit_received(db, session_id, turn_id, text, principal.wire(), rt.now())
+        elif turn is None or not started:
+            return Posted("started" if turn is None else "queued", queue_turn(rt, db, session, principal, text))
         else:
-            return Posted("queued", queue_turn(rt, db, session, principal, text))
-    assert principal is not None
+            return to_turn(rt, db, session, lock_turn(db, turn.id), open_requests, principal, text, turn_policy)
     try:
-        return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+        return Posted("answered", turn_id, submit_responses(rt, principal, [answer]))
     except RequestClosed:  # settled by someone else since the message was read: a late answer (rule 8)
         late_answer(rt, principal, answer)
+        return Posted("noted", turn_id)
+
+
+def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_requests: list[InputRequest],
+            principal: Principal | None, text: str, turn_policy: TurnPolicy) -> Posted:
+    """A message that answers nothing, to a session whose turn has started: a note while its session-limit prompt
+    waits, a steer from the turn's own person, else a queued turn."""
+    own = [r for r in open_requests if r.turn_id == turn.id]
+    if own and own[0].kind == "session-limit" and owns(turn, principal):
+        note(rt, db, turn, principal, text)  # read once the person lets the turn continue
         return Posted("noted", turn.id)
+    if owns(turn, principal) and (turn_policy == "steer" or holds_approval(own)):
+        steer(rt, db, turn, own, principal, text)
+        return Posted("steered", turn.id)
+    return Posted("queued", queue_turn(rt, db, session, principal, text))
 
 
 def not_started(db: DbSession, turn: Turn) -> bool:
@@ -178,8 +187,12 @@ def receive_responses(rt: Runtime, principal: Principal, responses: list[InputRe
 
 
 def late_answer(rt: Runtime, principal: Principal, response: InputResponse) -> None:
+    """An answer to a request already closed becomes a user message of the session's agent saying so; an external
+    request's agent runs elsewhere and hears only the outcome, so there is nobody to tell."""
     with rt.transaction() as db:
         request = db.get_one(InputRequest, response.request_id)
+        if request.turn_id is None:
+            return
         same = principal.wire() == request.responder and (request.response or {}).get("optionId") == response.option_id
         if same:
             return  # a double click

@@ -61,3 +61,15 @@ JOB_FAILURE_TTL_SECONDS = 7 * 24 * 3600
 """How long RQ keeps a job that failed all its retries, for an operator to look at."""
 
 APP_PRINCIPAL_ID = "app"
+
+CALLBACK_TIMEOUT_SECONDS = 10.0
+"""How long a callback's receiver may take to answer one attempt."""
+
+CALLBACK_LEASE_SECONDS = 60
+"""An attempt under way for this long is presumed lost (its worker died): sweep() sends the callback again."""
+
+CALLBACK_BACKOFF_SECONDS = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800)
+"""The wait after each failed attempt of a callback (the last one repeats)."""
+
+CALLBACK_RETRY_HOURS = 24
+"""A callback is retried until this long after its request closed, then `failed`."""

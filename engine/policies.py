@@ -205,6 +205,32 @@ def requester_only(ctx: ResponseContext) -> dict[str, str]:
     return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
 
 
+class approvers:  # noqa: N801 - a response policy, read as a word like the request policies
+    """A response policy: any one of these principal ids may settle (`slack:T1:U1`, `twilio:+15551230001`,
+    `github:1001`, an API key's `alice`); an operator always may. With none named, anyone the session's place
+    admits may: the people its channel's webhooks verify (a Slack workspace's users, the texted number, GitHub
+    users at the permission floor), or, in the console, the API and the CLI (channel `api`), API keys' holders.
+    An external request with `approvers` is judged by this policy."""
+
+    def __init__(self, principal_ids: frozenset[str] | set[str] | list[str] = frozenset()) -> None:
+        self.principal_ids = frozenset(principal_ids)
+
+    def __call__(self, ctx: ResponseContext) -> dict[str, str]:
+        responder = ctx.response.responder
+        if responder.authenticator == "operator":
+            return {"status": "allowed"}
+        if self.principal_ids:
+            if responder.principal_id in self.principal_ids:
+                return {"status": "allowed"}
+            return {"status": "rejected", "reason": f"only {' or '.join(sorted(self.principal_ids))} may answer this "
+                    "request"}
+        place = ctx.session.channel
+        if responder.authenticator == ("api-key" if place == "api" else place):
+            return {"status": "allowed"}
+        where = "the console or the API" if place == "api" else place
+        return {"status": "rejected", "reason": f"this request is answered on {where}"}
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?)."""

@@ -83,7 +83,7 @@ RequestKind = Literal["tool-approval", "question", "session-limit"]
 class InputRequestOut(WireModel):
     request_id: str
     session_id: str
-    turn_id: str
+    turn_id: str | None = Field(description="null for an external request (POST /api/requests): no turn waits on it")
     kind: RequestKind
     prompt: str
     action: ToolCallAction | None

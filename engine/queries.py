@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session as DbSession
 from . import defaults
 from .errors import InvalidQuery, NotFound
 from .events import events_wire
-from .requests import request_wire
+from .requests import external_wire, request_wire
 from .runtime import Runtime
 from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
@@ -19,7 +19,9 @@ def session_history(rt: Runtime, session_id: str, before: str | None = None,
                     limit: int = defaults.HISTORY_TURNS) -> dict[str, Any]:
     """A session's history in one document: its latest `limit` turns, in order, with their runs, requests (with
     candidates), tool calls and messages; with `before` (a turn id: the previous page's `next`), the `limit`
-    turns before that one. `next` is the first turn's id when earlier turns exist, else None."""
+    turns before that one. `next` is the first turn's id when earlier turns exist, else None. `requests` holds
+    the session's latest `limit` external requests (with candidates), which belong to no turn, on the latest
+    page only."""
     with rt.db.read() as db:
         session = db.get(Session, session_id)
         if session is None:
@@ -33,10 +35,18 @@ def session_history(rt: Runtime, session_id: str, before: str | None = None,
         requests = db.execute(
             select(InputRequest).where(InputRequest.turn_id.in_(turn_ids)).order_by(InputRequest.seq)
         ).scalars().all()
+        external = [] if before is not None else db.execute(  # on the latest page, the latest `limit`
+            select(InputRequest).where(InputRequest.session_id == session_id, InputRequest.turn_id.is_(None))
+            .order_by(InputRequest.seq.desc()).limit(limit)).scalars().all()[::-1]
         candidates = db.execute(
-            select(ResponseCandidate).join(InputRequest)
-            .where(InputRequest.turn_id.in_(turn_ids)).order_by(ResponseCandidate.created_at)
+            select(ResponseCandidate).where(ResponseCandidate.request_id.in_(
+                [q.request_id for q in (*requests, *external)])).order_by(ResponseCandidate.created_at)
         ).scalars().all()
+
+        def with_candidates(request: InputRequest) -> dict[str, Any]:
+            return request_wire(request) | {"candidates": [candidate_wire(c) for c in candidates
+                                                           if c.request_id == request.request_id]}
+
         calls = db.execute(
             select(ToolCall).where(ToolCall.turn_id.in_(turn_ids)).order_by(ToolCall.step, ToolCall.position)
         ).scalars().all()
@@ -54,16 +64,13 @@ def session_history(rt: Runtime, session_id: str, before: str | None = None,
                     "runs": [{"id": r.id, "seq": r.seq, "status": r.status, "startedAt": r.started_at.isoformat(),
                               "endedAt": r.ended_at.isoformat() if r.ended_at else None, "error": r.error}
                              for r in runs if r.turn_id == t.id],
-                    "requests": [
-                        request_wire(q) | {"candidates": [candidate_wire(c) for c in candidates
-                                                          if c.request_id == q.request_id]}
-                        for q in requests if q.turn_id == t.id
-                    ],
+                    "requests": [with_candidates(q) for q in requests if q.turn_id == t.id],
                     "toolCalls": [call_wire(c) for c in calls if c.turn_id == t.id],
                     "messages": [message_wire(m) for m in messages if m.turn_id == t.id],
                 }
                 for t in turns
             ],
+            "requests": [with_candidates(q) for q in external],
             "next": oldest.id if oldest else None,
         }
 
@@ -132,11 +139,12 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
 
 
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
+    """One request; an external one with its approvers, metadata and callback (`external_wire`)."""
     with rt.db.read() as db:
         request = db.get(InputRequest, request_id)
         if request is None:
             raise NotFound(f"no input request {request_id!r}", {"requestId": request_id})
-        return request_wire(request)
+        return request_wire(request) if request.turn_id is not None else external_wire(db, request)
 
 
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

@@ -14,13 +14,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
+from .callbacks import due_callbacks
 from .delivery import stale_sessions
 from .responses import judge_again, unjudged_candidates
 from .retention import prune
 from .runtime import Runtime
 from .settlement import close_request
 from .tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
-from .turns import blocking_turn, latest_run, lock_turn, schedule_resume
+from .turns import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,15 @@ class SweepReport:
     resumed: int = 0
     requeued: int = 0
     redelivered: int = 0
+    callbacks: int = 0
     pushed: int = 0
     pruned: int = 0
 
 
 def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
-    """Judge candidates whose process died while their response policy ran, recover dead runners' turns,
-    resume settled ones (with `settled`: a query over every waiting turn), re-enqueue lost jobs, push the
-    outbox, and prune a batch of inbound rows past their retention."""
+    """Judge candidates whose process died while their response policy ran, expire overdue requests, recover dead
+    runners' turns, resume settled ones (with `settled`: a query over every waiting turn), re-enqueue lost jobs and
+    callbacks that fell due, push the outbox, and prune a batch of inbound rows past their retention."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -69,6 +71,7 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     for turn_id in stuck:
         report.requeued += requeue(rt, turn_id)
     report.redelivered = redeliver(rt)
+    report.callbacks = resend_callbacks(rt)
     report.pushed = push_outbox(rt)
     report.pruned = prune(rt)
     if report != SweepReport():
@@ -77,26 +80,26 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
 
 
 def expire_requests(rt: Runtime) -> int:
-    """Pending requests past `expiresAt` resolve `expired`; the turn resumes as if denied or dismissed. A turn's
-    overdue requests close in one transaction: a text channel delivering between two expiries would post the
-    prompt of a request about to expire."""
+    """Pending requests past `expiresAt` resolve `expired`; a turn resumes as if they were denied or dismissed (an
+    external request's callback hears it). A session's overdue requests close in one transaction: a text channel
+    delivering between two expiries would post the prompt of a request about to expire."""
     with rt.db.read() as db:
         overdue = db.execute(
-            select(InputRequest.request_id, InputRequest.turn_id)
+            select(InputRequest.session_id, InputRequest.request_id, InputRequest.turn_id)
             .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now()).order_by(InputRequest.seq)
         ).all()
-    by_turn: dict[str, list[str]] = {}
-    for request_id, turn_id in overdue:
-        by_turn.setdefault(turn_id, []).append(request_id)
+    by_session: dict[str, list[tuple[str, str | None]]] = {}
+    for session_id, request_id, turn_id in overdue:
+        by_session.setdefault(session_id, []).append((request_id, turn_id))
     count = 0
-    for turn_id, request_ids in by_turn.items():
+    for session_id, requests in by_session.items():
         with rt.transaction() as db:
-            turn = lock_turn(db, turn_id)
+            lock_session(db, session_id)
             closed = sum(close_request(rt, db, request_id, outcome="expired", response=None, responder=None)
-                         is not None for request_id in request_ids)
-            if closed:
-                count += closed
-                schedule_resume(rt, db, turn)
+                         is not None for request_id, _ in requests)
+            count += closed
+            for turn_id in dict.fromkeys(turn_id for _, turn_id in requests if turn_id is not None):
+                schedule_resume(rt, db, lock_turn(db, turn_id, session_id))
     return count
 
 
@@ -151,6 +154,21 @@ def redeliver(rt: Runtime) -> int:
         for inbound_id in items:
             rt.enqueue(db, "process_inbound", inbound_id)
     return len(sessions) + len(items)
+
+
+def resend_callbacks(rt: Runtime) -> int:
+    """External requests' callbacks that fell due (a retry after its backoff, or an attempt whose worker died)
+    and whose job is not in the outbox get one."""
+    due = due_callbacks(rt)
+    if not due:
+        return 0
+    with rt.db.read() as db:
+        queued = owed(db, "send_callback", due)
+    due = [request_id for request_id in due if request_id not in queued]
+    with rt.transaction() as db:
+        for request_id in due:
+            rt.enqueue(db, "send_callback", request_id)
+    return len(due)
 
 
 def push_outbox(rt: Runtime) -> int:

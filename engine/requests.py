@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
 from .storage import APPROVE, CANCEL, new_id
-from .tables import InputRequest, ToolCall
+from .tables import ExternalRequest, InputRequest, RequestApprover, ToolCall
 
 OPTION_SYNONYMS = {"deny": "cancel"}
 OPENED = "hitl_opened_requests"
@@ -20,8 +20,8 @@ def open_request(
     db: DbSession,
     *,
     session_id: str,
-    turn_id: str,
-    run_id: str,
+    turn_id: str | None,
+    run_id: str | None,
     kind: str,
     prompt: str,
     options: list[dict[str, Any]],
@@ -36,7 +36,8 @@ def open_request(
     position: int = 0,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
-    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early."""
+    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. An external
+    request (engine/external.py) has no turn and no run."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
@@ -46,7 +47,8 @@ def open_request(
         expires_at=expires_at, call_id=call_id, position=position,
     )
     db.add(request)
-    db.info.setdefault(OPENED, set()).add(turn_id)
+    if turn_id is not None:
+        db.info.setdefault(OPENED, set()).add(turn_id)
     return request
 
 
@@ -75,6 +77,28 @@ def open_approval(
 
 def request_wire(request: InputRequest) -> dict[str, Any]:
     return request_out(request).wire()
+
+
+def external_wire(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
+                  callback: bool = True) -> dict[str, Any]:
+    """An external request on the wire: the usual shape with its approvers (none: anyone its place admits), the
+    agent's idempotency key and metadata, and (with `callback`) its callback's delivery (null without a URL)."""
+    external = external or db.get_one(ExternalRequest, request.request_id)
+    approvers = db.execute(select(RequestApprover.principal_id).where(
+        RequestApprover.request_id == request.request_id).order_by(RequestApprover.principal_id)).scalars()
+    shown = request_wire(request) | {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
+                                     "metadata": external.request_metadata}
+    return shown | {"callback": callback_state(external)} if callback else shown
+
+
+def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
+    """`{status, attempts, lastError, nextAttemptAt}`: `waiting` while the request is open, then `sending`,
+    `retrying` (the next attempt at nextAttemptAt), `delivered` or `failed` (retried for 24 h)."""
+    if external.callback_url is None:
+        return None
+    due = external.callback_due_at if external.callback_status == "retrying" else None
+    return {"status": external.callback_status, "attempts": external.callback_attempts,
+            "lastError": external.callback_error, "nextAttemptAt": due.isoformat() if due else None}
 
 
 def as_opened(request: InputRequest) -> dict[str, Any]:

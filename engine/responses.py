@@ -2,9 +2,10 @@
 
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
-The default policy (`requester_only`) only compares two principals: responses it judges, all to one
-session, are judged and settled in the transaction that stores them. A candidate whose process died
-before its verdict was applied is judged again by sweep() (`judge_again`); the first verdict applied stands.
+The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
+responses they judge, all to one session, are judged and settled in the transaction that stores them. A
+candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
+first verdict applied stands.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from . import defaults
 from .decisions import session_info
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
-from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
+from .policies import ResponseContext, ResponseInfo, ResponsePolicy, approvers, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import OPTION_SYNONYMS, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
-from .tables import InputRequest, ResponseCandidate, Session, ToolCall
-from .turns import lock_turn, schedule_resume
+from .tables import InputRequest, RequestApprover, ResponseCandidate, Session, ToolCall
+from .turns import lock_for, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ SUPERSEDED = "the same person answered again since (a channel's retry of this an
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
 """A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
+_APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,14 @@ class ResponseResult:
 class Checked:
     """A response validated against its request: the option resolved, the text trimmed. `request` is the row
     read in the validating transaction, `call` the tool call it asks about, if any (held here: the session's
-    identity map keeps no row alive)."""
+    identity map keeps no row alive); `external` the response policy of an external request (no agent's applies)."""
 
     response: InputResponse
     option_id: str | None
     text: str | None
     request: InputRequest
     call: ToolCall | None
+    external: approvers | None = None
 
 
 def submit_responses(
@@ -92,9 +95,9 @@ def submit_responses(
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
-        at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
+        at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
-            lock_turn(db, checked[0].request.turn_id)  # (with the first request's turn, in one statement)
+            lock_for(db, checked[0].request)  # (with the first request's turn, in one statement)
             if claim is not None and not claim(db):
                 raise AlreadyApplied(checked[0].request.session_id)
         recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c, at_once)
@@ -119,7 +122,14 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, request, call)
+    return Checked(response, option_id, text, request, call, external_policy(db, request))
+
+
+def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
+    """An external request's response policy: its approvers, or anyone its place admits; None for an agent's."""
+    if request.turn_id is not None:
+        return None
+    return approvers(frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars()))
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -170,7 +180,7 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     """Apply the policy's verdict on a stored candidate, in the caller's transaction."""
     request_id = checked.response.request_id
     request = db.get_one(InputRequest, request_id)
-    turn = lock_turn(db, request.turn_id, request.session_id)
+    turn = lock_for(db, request)
     earlier = judged_before(db, request, candidate_id)
     if earlier is not None:
         return earlier
@@ -180,7 +190,8 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if verdict != "allowed":
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending" and turn.status == "waiting":  # a running turn says so when it parks
+        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
+            # says so when it parks)
             emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
         return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
     response = {"optionId": checked.option_id, "text": checked.text}
@@ -193,7 +204,8 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
         db.refresh(request)
         return ResponseResult(request_id, "stale", request_out(request), reason)
     judge_candidate(rt, db, candidate_id, "allowed")
-    schedule_resume(rt, db, turn)
+    if turn is not None:
+        schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
 
 
@@ -221,7 +233,7 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         candidate, request, call = row
         info = ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, candidate.text)
         response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text)
-        checked = Checked(response, info.option_id, info.text, request, call)
+        checked = Checked(response, info.option_id, info.text, request, call, external_policy(db, request))
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
@@ -230,7 +242,7 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
         ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
     with rt.transaction() as db:
-        lock_turn(db, request.turn_id, request.session_id)
+        lock_for(db, request)
         if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
             return 0  # by a sweep at the same time
         result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
@@ -310,9 +322,18 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
 
 
 def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
-    """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default."""
+    """An external request's own (`approvers`); else the tool's response policy (the approved tool, or the tool
+    that asked), else the agent's, else the default."""
+    if checked.external is not None:
+        return checked.external
     tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
     return (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+
+
+def judged_at_once(policy: ResponsePolicy) -> bool:
+    """The default policy and `approvers` only compare principals: they are judged in the transaction that stores
+    their candidates. Any other policy may take its time, so it runs outside any transaction."""
+    return policy is requester_only or isinstance(policy, approvers)
 
 
 def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:

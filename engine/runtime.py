@@ -69,8 +69,14 @@ class Runtime:
         retention_days: int = defaults.RETENTION_DAYS,
         clock: Callable[[], datetime] = utcnow,
         channels: dict[str, ChannelAdapter] | None = None,
+        callback_key: bytes | None = None,
+        callback_hosts: frozenset[str] = frozenset(),
     ) -> None:
         self.db = db
+        self.callback_key = callback_key
+        """HITL_CALLBACK_SECRET's key: external requests' callbacks are signed with it (none: they take none)."""
+        self.callback_hosts = callback_hosts
+        """HITL_CALLBACK_ALLOWED_HOSTS: the only hosts callbacks may go to, when any are named."""
         self.channels = dict(channels or {})
         self.agent = agent
         self.executor = executor

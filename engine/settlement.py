@@ -8,6 +8,7 @@ from sqlalchemy import Table, bindparam, insert, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from .callbacks import owe_callback
 from .db import changed, write_row
 from .events import emit
 from .protocol import Principal
@@ -33,7 +34,8 @@ def close_request(
     responder: Principal | None,
 ) -> InputRequest | None:
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
-    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote."""
+    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. An external
+    request's callback falls due; an agent's request settles its tool call or its session-limit prompt."""
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
@@ -49,7 +51,9 @@ def close_request(
     emit(db, request.session_id, "input.resolved", {"resolutions": [{
         "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
     }]}, turn_id=request.turn_id, at=rt.now())
-    if request.kind == "tool-approval":
+    if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
+        owe_callback(rt, db, request_id)
+    elif request.kind == "tool-approval":
         settle_call(rt, db, request, responder)
     elif request.kind == "session-limit" and outcome == "answered":
         turn = db.get_one(Turn, request.turn_id)

@@ -171,8 +171,9 @@ class InputRequest(Base):
 
     request_id: Mapped[str] = mapped_column(id_type(80), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    """None for an external request (engine/external.py): no turn waits on it."""
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     call_id: Mapped[str | None] = mapped_column(id_type())
     position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))
@@ -196,6 +197,47 @@ class InputRequest(Base):
         Index("ix_input_requests_status_expires_at", "status", "expires_at"),
         Index("ix_input_requests_session_id_seq", "session_id", "seq"),
     )
+
+
+class ExternalRequest(Base):
+    """What a request an agent running elsewhere made (POST /api/requests) holds beyond the InputRequest: the
+    idempotency key it was made with (unique per requester, by the digest of the requester's identity) and the
+    digest of the body, who may settle it, the agent's metadata, and its callback's delivery."""
+
+    __tablename__ = "external_requests"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    requester_digest: Mapped[str] = mapped_column(DigestType)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    body_digest: Mapped[str] = mapped_column(DigestType)
+    request_metadata: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
+    callback_url: Mapped[str | None] = mapped_column(Text)
+    callback_status: Mapped[str | None] = mapped_column(String(16))
+    """`waiting` (the request is open), `sending`, `retrying`, `delivered` or `failed`; None without a URL."""
+    callback_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    callback_error: Mapped[str | None] = mapped_column(Text)
+    callback_due_at: Mapped[datetime | None] = mapped_column()
+    """When its next attempt is due (or the attempt under way is presumed lost); None when none is owed."""
+
+    __table_args__ = (UniqueConstraint("requester_digest", "idempotency_key"),)
+
+
+# the callbacks owed, for sweep(): only those rows are in it
+Index("ix_external_requests_callback_due_at", ExternalRequest.callback_due_at,
+      postgresql_where=ExternalRequest.callback_due_at.is_not(None),
+      sqlite_where=ExternalRequest.callback_due_at.is_not(None))
+
+
+class RequestApprover(Base):
+    """One principal id named in an external request's `approvers`: any one of them may settle it. A request
+    without rows here may be answered by anyone its place admits."""
+
+    __tablename__ = "request_approvers"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    principal_id: Mapped[str] = mapped_column(String(200), primary_key=True)
 
 
 class ResponseCandidate(Base):

@@ -103,6 +103,15 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     return locked[1]
 
 
+def lock_for(db: DbSession, request: InputRequest) -> Turn | None:
+    """The turn a request belongs to, locked (with its session first, as `lock_turn` takes them); None for an
+    external request, which has no turn: its session alone is locked."""
+    if request.turn_id is None:
+        lock_session(db, request.session_id)
+        return None
+    return lock_turn(db, request.turn_id, request.session_id)
+
+
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
     """An earlier turn of the same session that has not ended: `turn` must wait for it."""
     return db.execute(_BLOCKING_TURN, {"session": turn.session_id, "seq": turn.seq}).scalar_one_or_none()
