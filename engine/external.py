@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
-from .errors import Conflict, InvalidInput, NotFound, NotPermitted, RequestClosed
+from .errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
 from .events import emit_requested
 from .policies import expiry
 from .protocol import Principal
@@ -37,12 +37,6 @@ from .storage import APPROVE, CANCEL, new_id, principal_digest
 from .tables import ExternalRequest, InputRequest, RequestApprover
 from .turns import lock_session
 from .webhooks import WebhookRefused, check_url
-
-
-class IdempotencyConflict(Conflict):
-    """The requester used this idempotency key before, for a request with another body."""
-
-    code = "idempotency_conflict"
 
 
 @dataclass(frozen=True)

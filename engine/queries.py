@@ -140,11 +140,28 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
 
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
     """One request; an external one with its approvers, metadata and callback (`external_wire`)."""
+    return request_state(rt, request_id)[0]
+
+
+def request_state(rt: Runtime, request_id: str) -> tuple[dict[str, Any], int]:
+    """One request (as `get_request`) and the seq of its session's latest event, read together: a change to the
+    request comes with an event, so a long-poll waits for the seq to move past this one."""
     with rt.db.read() as db:
-        request = db.get(InputRequest, request_id)
-        if request is None:
+        row = db.execute(select(InputRequest, Session.event_seq).join(Session, Session.id == InputRequest.session_id)
+                         .where(InputRequest.request_id == request_id)).one_or_none()
+        if row is None:
             raise NotFound(f"no input request {request_id!r}", {"requestId": request_id})
-        return request_wire(request) if request.turn_id is not None else external_wire(db, request)
+        request, seq = row
+        return (request_wire(request) if request.turn_id is not None else external_wire(db, request)), seq
+
+
+def latest_seq(rt: Runtime, session_id: str) -> int:
+    """The seq of the session's latest event (0: none yet); NotFound for no such session."""
+    with rt.db.read() as db:
+        seq = db.execute(select(Session.event_seq).where(Session.id == session_id)).scalar_one_or_none()
+    if seq is None:
+        raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+    return seq
 
 
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The REST API (`/api`): sessions, their input, history and events; the request inbox."""
+"""The REST API (`/api`): sessions, their input, history and events; the request inbox; requests of agents that
+run elsewhere (docs/agents-anywhere.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from engine.conversation import cancel_turn, post_message
+from engine.external import cancel_external_request, open_external_request
 from engine.protocol import InputResponse, ResponseBody
 from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
 from engine.responses import submit_responses
@@ -17,7 +19,8 @@ from engine.sessions import open_session
 from . import stream
 from .auth import current_principal
 from .errors import ApiError, invalid_query
-from .schemas import PAGE, NewSession, SessionInput, query_int
+from .external import parse_new_request, place
+from .schemas import MAX_WAIT, PAGE, NewSession, SessionInput, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -91,14 +94,7 @@ def create_session() -> tuple[Response, int]:
     payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
     channel, address = "api", None
     if payload.channel is not None:
-        adapter = runtime().channels.get(payload.channel)
-        if adapter is None:
-            raise ApiError(422, "unknown_channel", f"channel {payload.channel!r} is not configured",
-                           {"channels": sorted(runtime().channels)})
-        try:
-            channel, address = payload.channel, adapter.address(payload.address or {})
-        except ValueError as exc:
-            raise ApiError(422, "invalid_address", str(exc), {"channel": payload.channel}) from exc
+        channel, address = place(runtime(), payload.channel, payload.address or {})
     opened = open_session(runtime(), principal, channel=channel, address=address, message=payload.message)
     result: dict[str, Any] = {"id": opened.session_id}
     if opened.turn_id:
@@ -157,10 +153,31 @@ def requests_inbox() -> Response:
                                  limit=int_arg("limit", PAGE), after=request.args.get("after")))
 
 
+@bp.post("/requests")
+def create_request() -> tuple[Response, int]:
+    """An agent running elsewhere asks people: 201 with the request, or 200 with the one its idempotency key made."""
+    principal = current_principal()
+    opened = open_external_request(runtime(), principal, parse_new_request(runtime(), body()))
+    return jsonify(opened.request), 201 if opened.created else 200
+
+
 @bp.get("/requests/<request_id>")
 def one_request(request_id: str) -> Response:
+    """The request; with `wait=N` (up to 60), as soon as it is no longer pending, or after N seconds."""
     current_principal()
+    raw = request.args.get("wait")
+    wait = 0 if raw is None else query_int(raw)
+    if wait is None or wait > MAX_WAIT:
+        raise ApiError(400, "invalid_query", f"`wait` must be an integer from 0 to {MAX_WAIT}", {"parameter": "wait"})
+    if wait:
+        return jsonify(stream.long_poll(runtime(), request_id, wait))
     return jsonify(get_request(runtime(), request_id))
+
+
+@bp.post("/requests/<request_id>/cancel")
+def cancel_request(request_id: str) -> Response:
+    """Close an external request `cancelled` (its agent, or an operator)."""
+    return jsonify(cancel_external_request(runtime(), request_id, current_principal()))
 
 
 @bp.patch("/requests/<request_id>")

@@ -64,7 +64,8 @@ def build_runtime(settings: Settings) -> Runtime:
         db, load_agent(settings.agent), executor, lease_seconds=settings.lease_seconds,
         response_policy_timeout=settings.response_policy_timeout,
         request_policy_timeout=settings.request_policy_timeout, retention_days=settings.retention_days,
-        channels=build_channels(settings),
+        channels=build_channels(settings), callback_key=settings.callback_key,
+        callback_hosts=frozenset(settings.callback_allowed_hosts),
     ))
 
 

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from engine.errors import (
     Conflict,
     EngineError,
+    IdempotencyConflict,
     InvalidInput,
     InvalidQuery,
     NotFound,
@@ -25,7 +26,7 @@ from .schemas import MAX_QUERY_INT
 log = logging.getLogger(__name__)
 
 STATUS = {InvalidQuery: 400, NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403,
-          NotPermitted: 403, Conflict: 409}
+          NotPermitted: 403, Conflict: 409, IdempotencyConflict: 409}
 
 
 class ApiError(Exception):
@@ -38,6 +39,11 @@ def invalid_query(name: str) -> ApiError:
     """A query parameter (or the header standing for one) that is not a QueryInt."""
     return ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
                     {"parameter": name})
+
+
+def field_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each error of a body's validation as (its field's dotted camelCase path, what is wrong)."""
+    return [(".".join(str(part) for part in e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]
 
 
 def error_response(status: int, code: str, message: str, details: Any = None) -> tuple[Response, int]:
@@ -58,10 +64,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(ValidationError)
     def _validation_error(exc: ValidationError) -> tuple[Response, int]:
-        details = [
-            {"field": ".".join(str(part) for part in e["loc"]), "problem": e["msg"]}
-            for e in exc.errors(include_url=False)
-        ]
+        details = [{"field": field, "problem": problem} for field, problem in field_problems(exc)]
         return error_response(400, "invalid_body", "the request body does not fit the expected shape", details)
 
     @app.errorhandler(HTTPException)

@@ -23,12 +23,15 @@ from .schemas import (
     EventList,
     EventsHeaders,
     EventsQuery,
+    ExternalInputRequest,
     Health,
     HistoryQuery,
     InputRequest,
     MessagePosted,
+    NewRequest,
     NewSession,
     RequestList,
+    RequestQuery,
     RequestsQuery,
     ResponseResults,
     SessionCreated,
@@ -50,13 +53,15 @@ ERRORS = {
     400: "Malformed body, unknown keys, or a bad query parameter",
     401: "Missing or wrong API key",
     403: "Not a loopback client (or a Host or Origin not its own) while no API keys are set, (answers) a response "
-         "the policy refused, or (cancel) another person's turn",
+         "the policy refused, or (cancel) another person's turn or another agent's request",
     404: "Unknown session or request",
-    409: "The request is no longer open, or (cancel) the session has no turn to cancel",
+    409: "The request is no longer open, (cancel) the session has no turn to cancel or the request is an agent's in "
+         "the gateway, or (new request) its idempotency key was used with another body",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
-    422: "An option the request does not have, text where none is accepted, a blank message, or (new session) a "
-         "channel that is not configured or an address it cannot use",
+    422: "An option the request does not have, text where none is accepted, a blank message, (new session or "
+         "request) a channel that is not configured or an address it cannot use, or (new request) a field that does "
+         "not fit, named in `details`",
 }
 AUTH = (400, 401, 403)
 
@@ -94,7 +99,14 @@ ROUTES = (
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
     Route("/api/requests", "get", "The operator inbox: input requests, oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
-    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InputRequest}}, (*AUTH, 404)),
+    Route("/api/requests", "post", "An agent running elsewhere asks people: a tool approval or a question",
+          {201: {JSON: ExternalInputRequest}, 200: {JSON: ExternalInputRequest}}, (*AUTH, 409, 422), body=NewRequest,
+          notes={201: "Opened", 200: "The request this idempotency key opened before, as it is now"}),
+    Route("/api/requests/{requestId}", "get", "One input request; with `wait`, a long-poll until it closes",
+          {200: {JSON: InputRequest | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
+          notes={200: "The request (an external one with its approvers, metadata and callback)"}),
+    Route("/api/requests/{requestId}/cancel", "post", "Close an external request `cancelled` (its agent, or an "
+          "operator)", {200: {JSON: ExternalInputRequest}}, (*AUTH, 404, 409)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,
           notes={200: "Settled by this response", 202: "Recorded; a response policy waits for more responses"}),

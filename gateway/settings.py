@@ -10,6 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from adapters.github import MIN_PERMISSIONS
+from engine.webhooks import parse_secret
 
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
@@ -50,6 +51,9 @@ class Settings(BaseSettings):
     request_policy_timeout: float = Field(30.0, gt=0, validation_alias="HITL_REQUEST_POLICY_TIMEOUT")
     retention_days: int = Field(30, ge=1, le=36500, validation_alias="HITL_RETENTION_DAYS")
     public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
+    callback_secret: str | None = Field(None, validation_alias="HITL_CALLBACK_SECRET")
+    callback_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="HITL_CALLBACK_ALLOWED_HOSTS")
 
     slack_bot_token: str | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
     slack_signing_secret: str | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
@@ -106,13 +110,33 @@ class Settings(BaseSettings):
             keys[key.strip()] = principal.strip()
         return keys
 
-    @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
+    @field_validator("twilio_allow_from", "allowed_hosts", "callback_allowed_hosts", mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
         """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("callback_allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        """Compared with a callback URL's host, which is lower case."""
+        return [host.lower().rstrip(".") for host in value]
+
+    @field_validator("callback_secret", mode="before")
+    @classmethod
+    def _whsec(cls, value: object) -> object:
+        """`HITL_CALLBACK_SECRET=whsec_<base64>` (the error never shows the secret); blank is unset."""
+        if isinstance(value, str) and value.strip():
+            parse_secret(value.strip())
+            return value.strip()
+        return None if isinstance(value, str) else value
+
+    @property
+    def callback_key(self) -> bytes | None:
+        """HITL_CALLBACK_SECRET's key, which signs external requests' callbacks."""
+        return parse_secret(self.callback_secret) if self.callback_secret else None
 
     @field_validator("redis_url", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
 from engine.protocol import Principal
-from engine.queries import events_after
+from engine.queries import events_after, latest_seq, request_state
 from engine.runtime import Runtime
 
 from .auth import current_principal
@@ -110,6 +110,28 @@ def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]
         except (SQLAlchemyError, NotFound):
             log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
             return
+
+
+def wait_for_events(rt: Runtime, session_id: str, seen: int, timeout: float) -> None:
+    """Block until the session has an event after seq `seen`, or `timeout` seconds: an event stream's wait between
+    reads, for a waiter that reads something else when it wakes (a long-poll of a request)."""
+    ends = time.monotonic() + timeout
+    while (left := ends - time.monotonic()) > 0:
+        time.sleep(min(POLL_SECONDS, left))
+        if latest_seq(rt, session_id) > seen:
+            return
+
+
+def long_poll(rt: Runtime, request_id: str, seconds: float) -> dict[str, Any]:
+    """The request as soon as it is no longer pending, or as it is after `seconds` (`GET /api/requests/<id>?wait=`):
+    it waits on its session's events, as an event stream does, and reads the request again when one comes."""
+    ends = time.monotonic() + seconds
+    while True:
+        request, seen = request_state(rt, request_id)
+        left = ends - time.monotonic()
+        if request["status"] != "pending" or left <= 0:
+            return request
+        wait_for_events(rt, request["sessionId"], seen, left)
 
 
 def frame(event: dict[str, Any]) -> str:

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from engine.conversation import post_message
-from engine.errors import Conflict, NotPermitted, RequestClosed
-from engine.external import IdempotencyConflict, NewRequest, Place, cancel_external_request, open_external_request
+from engine.errors import Conflict, IdempotencyConflict, NotPermitted, RequestClosed
+from engine.external import NewRequest, Place, cancel_external_request, open_external_request
 from engine.protocol import InputResponse, Principal, api_key_principal, operator_principal
 from engine.queries import get_request
 from engine.recovery import sweep
