@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from gateway.settings import ConfigurationError, load_settings
 from tests.conftest import Stack, sqlite_settings
 from tests.gateway.test_api import expect_error
 from tests.support.fake_channel import RecordingChannel
@@ -203,3 +204,14 @@ def test_its_agent_cancels_it_and_nobody_else_may(api: Stack) -> None:
     assert cancelled.status_code == 200
     assert (cancelled.get_json()["outcome"], cancelled.get_json()["responder"]["principalId"]) == ("cancelled", "bob")
     expect_error(api.client("bob").post("/api/requests/req_nope/cancel"), 404, "not_found")
+
+
+def test_a_callback_secret_not_in_its_whsec_form_stops_start_up_without_showing_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HITL_CALLBACK_SECRET", "hunter2hunter2hunter2")
+
+    with pytest.raises(ConfigurationError) as stopped:
+        load_settings()
+
+    assert "HITL_CALLBACK_SECRET" in str(stopped.value) and "whsec_" in str(stopped.value)
+    assert "hunter2" not in str(stopped.value)
