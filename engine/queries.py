@@ -1,29 +1,35 @@
-"""Read models for the API and the CLI: session history, the request inbox, the event stream."""
+"""Read models for the API and the CLI: session history, the request inbox, the event stream.
+
+Each reads what `seen_by` sees (engine/access.py): None, the operator's view, is everything.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
+from .access import request_seen, requests_seen_by, session_seen, sessions_seen_by
 from .errors import InvalidQuery, NotFound
 from .events import events_wire
+from .protocol import Principal
 from .requests import request_wire
 from .runtime import Runtime
 from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
+T = TypeVar("T")
 
-def session_history(rt: Runtime, session_id: str, before: str | None = None,
+
+def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = None, before: str | None = None,
                     limit: int = defaults.HISTORY_TURNS) -> dict[str, Any]:
     """A session's history in one document: its latest `limit` turns, in order, with their runs, requests (with
     candidates), tool calls and messages; with `before` (a turn id: the previous page's `next`), the `limit`
-    turns before that one. `next` is the first turn's id when earlier turns exist, else None."""
+    turns before that one. `next` is the first turn's id when earlier turns exist, else None. A session
+    `seen_by` does not see is NotFound, as one that does not exist."""
     with rt.db.read() as db:
-        session = db.get(Session, session_id)
-        if session is None:
-            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+        session = found_session(db, session_id, seen_by)
         cursor = None if before is None else ("before", "turn of this session", own_turn(db, session_id, before))
         newest, oldest = page_of(db, select(Turn).where(Turn.session_id == session_id), TURNS_ORDER, cursor,
                                  limit, newest_first=True)
@@ -74,6 +80,27 @@ def own_turn(db: DbSession, session_id: str, turn_id: str) -> Turn | None:
     return turn if turn is not None and turn.session_id == session_id else None
 
 
+def must_see(row: T | None, what: str, key: str, row_id: str) -> T:
+    """`row`; NotFound when there is none or it is not seen (session_seen, request_seen): the two answer the same."""
+    if row is None:
+        raise NotFound(f"no {what} {row_id!r}", {key: row_id})
+    return row
+
+
+def found_session(db: DbSession, session_id: str, seen_by: Principal | None) -> Session:
+    return must_see(session_seen(db, session_id, seen_by), "session", "sessionId", session_id)
+
+
+def require_seen(rt: Runtime, seen_by: Principal | None, *, session_id: str | None = None,
+                 request_id: str | None = None) -> None:
+    """NotFound unless `seen_by` sees the session, or is asked the request: the API's check before acting."""
+    with rt.db.read() as db:
+        if session_id is not None:
+            found_session(db, session_id, seen_by)
+        if request_id is not None:
+            must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id)
+
+
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
     return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": c.text,
             "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
@@ -117,44 +144,46 @@ def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: t
 
 
 def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
-                  limit: int | None = None, after: str | None = None) -> dict[str, Any]:
-    """The operator inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request
-    `after` (the previous page's `next`). `next` is the last one's id when more may follow, else None."""
+                  limit: int | None = None, after: str | None = None,
+                  seen_by: Principal | None = None) -> dict[str, Any]:
+    """The inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request `after` (the
+    previous page's `next`, which `seen_by` must see). `next` is the last one's id when more may follow."""
     query = select(InputRequest)
+    if seen_by is not None:
+        query = query.where(requests_seen_by(seen_by))
     if status:
         query = query.where(InputRequest.status == status)
     if session_id:
         query = query.where(InputRequest.session_id == session_id)
     with rt.db.read() as db:
-        cursor = None if after is None else ("after", "input request", db.get(InputRequest, after))
+        cursor = None if after is None else ("after", "input request", request_seen(db, after, seen_by))
         page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
         return {"requests": [request_wire(r) for r in page], "next": last.request_id if last else None}
 
 
-def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
+def get_request(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> dict[str, Any]:
     with rt.db.read() as db:
-        request = db.get(InputRequest, request_id)
-        if request is None:
-            raise NotFound(f"no input request {request_id!r}", {"requestId": request_id})
-        return request_wire(request)
+        return request_wire(must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id))
 
 
-def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000,
+                 seen_by: Principal | None = None) -> list[dict[str, Any]]:
     with rt.db.read() as db:
-        if db.get(Session, session_id) is None:
-            raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
+        found_session(db, session_id, seen_by)
         rows = list(db.execute(
             select(Event).where(Event.session_id == session_id, Event.seq > after).order_by(Event.seq).limit(limit)
         ).scalars())
         return events_wire(db, rows)
 
 
-def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None) -> dict[str, Any]:
+def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None,
+                  seen_by: Principal | None = None) -> dict[str, Any]:
     """Newest first, with the number of open requests each holds: `{sessions, next}`, at most `limit` of them,
-    those older than session `before` (the previous page's `next`)."""
+    those older than session `before` (the previous page's `next`, which `seen_by` must see)."""
+    query = select(Session) if seen_by is None else select(Session).where(sessions_seen_by(seen_by))
     with rt.db.read() as db:
-        cursor = None if before is None else ("before", "session", db.get(Session, before))
-        page, last = page_of(db, select(Session), SESSIONS_ORDER, cursor, limit, newest_first=True)
+        cursor = None if before is None else ("before", "session", session_seen(db, before, seen_by))
+        page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
             .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s in page]))

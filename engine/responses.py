@@ -21,6 +21,7 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
+from .access import check_answers_requests
 from .decisions import session_info
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
@@ -88,7 +89,8 @@ def submit_responses(
     then judge and settle each in turn. `claim` (an inbound item's compare-and-set) runs in the transaction
     that settles them when the default policy judges them there (when it returns False they were applied
     before: AlreadyApplied, and nothing changes), else once they are settled (applying them again then
-    finds their requests closed)."""
+    finds their requests closed). An agent may answer none (NotPermitted)."""
+    check_answers_requests(principal)
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}

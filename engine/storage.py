@@ -7,13 +7,15 @@ import base64
 import binascii
 import contextlib
 import functools
+import hashlib
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, LargeBinary, String, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, default
 from sqlalchemy.types import TypeEngine
 
 ID_PREFIXES = ("ses", "turn", "run", "call", "req", "cand")
@@ -152,8 +154,29 @@ class KeylessJSON(Codec):
         return read
 
 
-PRINCIPAL = KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
+IDENTITY = ("authenticator", "issuer", "principalType", "principalId")
+"""The fields of a principal's wire form that say who it is (Principal.identity); the rest are attributes."""
+
+PRINCIPAL = KeylessJSON(IDENTITY, optional="attributes")
 """A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
+
+
+def principal_digest(wire: dict[str, Any] | None) -> str | None:
+    """The SHA-256 (hex) of a principal's identity, None for no principal: a short, indexed column stands for
+    the JSON one beside it, so "the sessions alice started" is an index lookup (engine/access.py). Its four
+    fields are joined by the ASCII unit separator (U+001F), which no authenticator puts in them (API keys'
+    principal ids may hold no control character), so migration 0007 computes the same in SQL."""
+    if wire is None:
+        return None
+    return hashlib.sha256("\x1f".join(str(wire[key]) for key in IDENTITY).encode()).hexdigest()
+
+
+def digest_of(column: str) -> Callable[[default.DefaultExecutionContext], str | None]:
+    """A column default: the `principal_digest` of the principal inserted in `column` of the same row, so
+    every insert (the engine's statements, the ORM's, a test's) keeps the two together."""
+    def computed(context: default.DefaultExecutionContext) -> str | None:
+        return principal_digest(context.get_current_parameters().get(column))
+    return computed
 
 APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
 CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}

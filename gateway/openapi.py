@@ -26,6 +26,7 @@ from .schemas import (
     Health,
     HistoryQuery,
     InputRequest,
+    Me,
     MessagePosted,
     NewSession,
     RequestList,
@@ -47,11 +48,12 @@ SSE = "text/event-stream"
 PROMETHEUS = "text/plain; version=0.0.4"
 
 ERRORS = {
-    400: "Malformed body, unknown keys, or a bad query parameter",
+    400: "Malformed body, unknown keys, or a bad query parameter (`limit` above 500 too)",
     401: "Missing or wrong API key",
-    403: "Not a loopback client (or a Host or Origin not its own) while no API keys are set, (answers) a response "
-         "the policy refused, or (cancel) another person's turn",
-    404: "Unknown session or request",
+    403: "Not a loopback client (or a Host or Origin not its own, or one a proxy forwards) while no API keys are "
+         "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn, or "
+         "(metrics) a key that is not an operator's",
+    404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md)",
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
@@ -78,9 +80,10 @@ class Route:
 
 
 ROUTES = (
+    Route("/api/me", "get", "Who this key acts as, and its role (operator, user or agent)", {200: {JSON: Me}}),
     Route("/api/sessions", "post", "Open a session; a message starts its first turn",
           {201: {JSON: SessionCreated}}, (*AUTH, 422), body=NewSession),
-    Route("/api/sessions", "get", "Sessions, newest first, with their number of open requests",
+    Route("/api/sessions", "get", "Sessions this key sees, newest first, with their number of open requests",
           {200: {JSON: SessionList}}, query=SessionsQuery),
     Route("/api/sessions/{sessionId}/input", "post", "A message (answers, steers or queues), or answers to requests",
           {202: {JSON: MessagePosted | ResponseResults}}, (*AUTH, 404, 409, 422), body=SessionInput),
@@ -92,7 +95,7 @@ ROUTES = (
     Route("/api/sessions/{sessionId}/events", "get", "The session's events after `seq`, in order",
           {200: {JSON: EventList, SSE: str}}, (*AUTH, 404), query=EventsQuery, headers=EventsHeaders,
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
-    Route("/api/requests", "get", "The operator inbox: input requests, oldest first",
+    Route("/api/requests", "get", "The inbox: the input requests this key is asked (an operator's: all), oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
     Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InputRequest}}, (*AUTH, 404)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
@@ -122,7 +125,8 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "hitl-gateway", "version": version("hitl-gateway"),
             "description": "Agent turns that pause durably for people. JSON in camelCase; errors are "
-            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key.",
+            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key. A key "
+            "of the user or agent role sees only its own sessions and requests; anything else is a 404.",
         },
         "paths": paths,
         "components": {

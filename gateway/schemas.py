@@ -15,7 +15,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from engine.defaults import HISTORY_TURNS
-from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
+from engine.protocol import InputRequestOut, InputResponse, Principal, Role, StrictWireModel, WireModel
 
 MAX_QUERY_INT = 2**31 - 1
 """The largest integer a query parameter (`limit`, `after`) takes: every database stores it."""
@@ -87,6 +87,9 @@ class SessionInput(StrictWireModel):
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
 PAGE = 100
 """Sessions or requests per page of a list, unless the client asks for another `limit`."""
+MAX_PAGE = 500
+"""The largest `limit` a list takes (the API's and the CLI's): a page is read, and answered, whole."""
+PageLimit = Annotated[int, Field(ge=0, le=MAX_PAGE)]
 
 
 def query_int(raw: str) -> int | None:
@@ -94,8 +97,14 @@ def query_int(raw: str) -> int | None:
     return int(raw) if raw.isascii() and raw.isdigit() and int(raw) <= MAX_QUERY_INT else None
 
 
+def page_limit(raw: str) -> int | None:
+    """`raw` as a PageLimit, or None when it is not one."""
+    value = query_int(raw)
+    return value if value is not None and value <= MAX_PAGE else None
+
+
 class SessionsQuery(WireModel):
-    limit: QueryInt = Field(PAGE, description="at most this many sessions")
+    limit: PageLimit = Field(PAGE, description=f"at most this many sessions (up to {MAX_PAGE})")
     before: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
@@ -119,11 +128,18 @@ class EventsHeaders(WireModel):
 class RequestsQuery(WireModel):
     status: Omittable[Literal["pending", "resolved"]] = omitted()
     session_id: Omittable[str] = omitted("only this session's requests")
-    limit: QueryInt = Field(PAGE, description="at most this many requests")
+    limit: PageLimit = Field(PAGE, description=f"at most this many requests (up to {MAX_PAGE})")
     after: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
 # -- responses -----------------------------------------------------------------------------------------
+
+
+class Me(WireModel):
+    """Who the caller acts as, and what its key may do (docs/access.md)."""
+
+    principal: Principal
+    role: Role
 
 
 class SessionCreated(WireModel):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from adapters.github import MIN_PERMISSIONS
+
+from .apikeys import ApiKey, api_key, check_distinct, parse_key_file, parse_keys
 
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
@@ -27,7 +29,7 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+        problems = "; ".join(": ".join(filter(None, ('.'.join(str(part) for part in error['loc']), error['msg'])))
                              for error in exc.errors(include_url=False))
         raise ConfigurationError(f"bad settings: {problems}") from None
 
@@ -38,7 +40,10 @@ class Settings(BaseSettings):
     database_url: str = Field("sqlite:///hitl.db", validation_alias="DATABASE_URL")
     redis_url: str | None = Field(None, validation_alias="REDIS_URL")
     agent: str = Field("gateway.demo:agent", validation_alias="HITL_AGENT")
-    api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias="HITL_API_KEYS")
+    api_keys: Annotated[list[ApiKey], NoDecode] = Field(default_factory=list, validation_alias="HITL_API_KEYS")
+    api_keys_file: Annotated[list[ApiKey], NoDecode] = Field(default_factory=list,
+                                                             validation_alias="HITL_API_KEYS_FILE")
+    """The entries of the file HITL_API_KEYS_FILE names (the variable holds its path)."""
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="HITL_ALLOWED_HOSTS")
     lease_seconds: int = Field(30, ge=3, validation_alias="HITL_LEASE_SECONDS")
     job_timeout: int = Field(180, ge=1, validation_alias="HITL_JOB_TIMEOUT")
@@ -95,16 +100,30 @@ class Settings(BaseSettings):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
-        """`HITL_API_KEYS=key1=alice,key2=bob`: each key acts as the principal named after `=`."""
-        if not isinstance(value, str):
-            return value
-        keys: dict[str, str] = {}
-        for number, item in enumerate(filter(None, (part.strip() for part in value.split(","))), 1):
-            key, sep, principal = item.partition("=")
-            if not sep or not key.strip() or not principal.strip():  # the entry itself may be a key: not shown
-                raise ValueError(f"entries look like key=principalId, and entry {number} does not")
-            keys[key.strip()] = principal.strip()
-        return keys
+        """`HITL_API_KEYS=key1=alice,key2=bob:operator` (gateway/apikeys.py), or in Python a dict of key to
+        `principalId[:role]`. An error names the entry's number, never its key."""
+        if isinstance(value, str):
+            return parse_keys(value)
+        if isinstance(value, dict):
+            return [api_key(key, who, f"entry {number}")
+                    for number, (key, who) in enumerate(value.items(), 1)]
+        return value
+
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _read_api_keys_file(cls, value: object) -> object:
+        """`HITL_API_KEYS_FILE=/etc/hitl/keys`: one entry a line."""
+        return parse_key_file(value) if isinstance(value, str) and value.strip() else value or []
+
+    @model_validator(mode="after")
+    def _distinct_api_keys(self) -> Settings:
+        check_distinct({"HITL_API_KEYS": self.api_keys, "HITL_API_KEYS_FILE": self.api_keys_file})
+        return self
+
+    @property
+    def all_api_keys(self) -> list[ApiKey]:
+        """HITL_API_KEYS's and HITL_API_KEYS_FILE's; none means the no-key mode (loopback is the operator)."""
+        return [*self.api_keys, *self.api_keys_file]
 
     @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
     @classmethod

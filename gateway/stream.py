@@ -21,7 +21,7 @@ from engine.protocol import Principal
 from engine.queries import events_after
 from engine.runtime import Runtime
 
-from .auth import current_principal
+from .auth import Caller, current_caller
 from .errors import invalid_query
 from .schemas import query_int
 
@@ -51,12 +51,12 @@ def redact_access_token(text: str) -> str:
     return ACCESS_TOKEN.sub(r"\1[hidden]", text)
 
 
-def stream_principal() -> Principal:
+def stream_caller() -> Caller:
     """The API's own check; an EventSource cannot send headers, so `?access_token=<key>` may stand in for one."""
     token = request.args.get("access_token")
     if token and "Authorization" not in request.headers:
         request.environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    return current_principal()
+    return current_caller()
 
 
 def resume_after() -> int:
@@ -73,19 +73,21 @@ def resume_after() -> int:
 
 
 def event_stream(session_id: str) -> Response:
-    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts."""
-    stream_principal()
+    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts. A
+    session the caller does not see is a 404, as one that does not exist."""
+    seen_by = stream_caller().seen_by
     rt: Runtime = current_app.extensions["hitl"]
     after = resume_after()
-    first = events_after(rt, session_id, after, BATCH)
+    first = events_after(rt, session_id, after, BATCH, seen_by)
     return Response(
-        frames(rt, session_id, after, first),
+        frames(rt, session_id, after, first, seen_by),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]) -> Iterator[str]:
+def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]],
+           seen_by: Principal | None) -> Iterator[str]:
     """Every event after `after`, once and in order, then each new one as it is committed, for LIFETIME_SECONDS
     (the client then reconnects, resuming after the last event it got)."""
     yield f"retry: {RETRY_MILLISECONDS}\n\n"
@@ -106,7 +108,7 @@ def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]
         if len(batch) < BATCH:
             time.sleep(POLL_SECONDS)
         try:
-            batch = events_after(rt, session_id, after, BATCH)
+            batch = events_after(rt, session_id, after, BATCH, seen_by)
         except (SQLAlchemyError, NotFound):
             log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
             return

@@ -1,4 +1,5 @@
-// The console: hash routes (#/, #/inbox, #/sessions/<id>), the API key box, the pending-requests badge.
+// The console: hash routes (#/, #/inbox, #/sessions/<id>), the API key box and who it acts as, the
+// pending-requests badge. It shows what the API shows this key: its own sessions and requests, or all (an operator).
 
 import { api, apiKey } from "./api.js";
 import { InboxView, SessionsView } from "./lists.js";
@@ -10,6 +11,7 @@ const notice = document.getElementById("notice");
 const keyPanel = document.getElementById("key-panel");
 const keyInput = document.getElementById("api-key");
 const badge = document.getElementById("inbox-count");
+const actingAs = document.getElementById("acting-as");
 let view = null;
 
 function notify(text) {
@@ -31,6 +33,17 @@ function route() {
   }
 }
 
+// "Acting as alice (user)": whose sessions and requests this page shows, from GET /api/me.
+async function showWhoAmI() {
+  try {
+    const { data } = await api("GET", "/api/me");
+    actingAs.textContent = `Acting as ${data.principal.principalId} (${data.role})`;
+    actingAs.hidden = false;
+  } catch {
+    actingAs.hidden = true;
+  }
+}
+
 async function tick() {
   try {
     const { data } = await api("GET", "/api/requests?status=pending");
@@ -47,11 +60,13 @@ document.getElementById("key-form").addEventListener("submit", (event) => {
   apiKey.set(keyInput.value.trim());
   keyPanel.open = false;
   route();
+  showWhoAmI();
 });
 document.getElementById("key-forget").addEventListener("click", () => {
   apiKey.set("");
   keyInput.value = "";
   route();
+  showWhoAmI();
 });
 window.addEventListener("hitl:unauthorized", (event) => {
   keyPanel.open = true;
@@ -61,5 +76,6 @@ window.addEventListener("hashchange", route);
 
 keyInput.value = apiKey.get();
 route();
+showWhoAmI();
 tick();
 setInterval(tick, REFRESH_MS);
