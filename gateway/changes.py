@@ -53,7 +53,7 @@ class Waiter:
     topic: Topic
     key: str
     seen: int
-    wake: Callable[[], None] = field(repr=False)
+    wake: Callable[[], object] = field(repr=False)
 
 
 class Changes:
