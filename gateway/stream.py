@@ -4,6 +4,9 @@ The database is the record: a stream reads `events_after` whenever the process's
 its session's event count move, so any web process (any gunicorn worker on any host) serves any session, and a
 client that reconnects with `Last-Event-ID` misses nothing. Under the Procfile's web command (gateway/asgi.py) an
 open stream is served by the worker's event loop and holds no thread.
+
+Any other stream is served the same way: an `EventStream` over its own `read` and `Topic` (what its poller reads to
+know that something changed), answered with `sse_response`.
 """
 
 from __future__ import annotations

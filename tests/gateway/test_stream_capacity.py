@@ -167,12 +167,11 @@ def test_200_open_streams_leave_healthz_and_a_slack_click_answered_within_100_ms
         serving = streams.wait_serving(timeout=10)
         health = [timed(lambda: requests.get(f"{web}/healthz", timeout=2)) for _ in range(3)]
         clicks = [click(web, slack, card) for card in cards]
-        streams.read(0.2)
-        assert serving == STREAMS, f"only {serving} of {STREAMS} streams were served"
-        assert all(response is not None and response.status_code == 200 for _, response in health + clicks)
         best_health, best_click = min(t for t, _ in health), min(t for t, _ in clicks)
-        assert best_health < WITHIN, f"/healthz took {best_health * 1000:.0f} ms (idle: {idle * 1000:.0f} ms)"
-        assert best_click < WITHIN, f"the Slack click took {best_click * 1000:.0f} ms"
+        seen = (f"{serving} of {STREAMS} streams served; /healthz answered in {best_health * 1000:.0f} ms (idle: "
+                f"{idle * 1000:.0f} ms), the Slack click in {best_click * 1000:.0f} ms (best of 3; 2000: no answer)")
+        assert serving == STREAMS and best_health < WITHIN and best_click < WITHIN, seen
+        assert all(response is not None and response.status_code == 200 for _, response in health + clicks)
 
         slack.settle()  # the clicks were taken: each approval resumed its turn, and every stream saw it
         assert sorted(e["charge_id"] for e in read_ledger() if e["tool"] == "refund") == ["ch_0", "ch_1", "ch_2"]
