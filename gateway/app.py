@@ -8,6 +8,7 @@ from engine.executors import InlineExecutor
 from engine.recovery import Sweeper
 
 from . import api, console, errors, github, health, metrics, openapi, slack, twilio
+from .changes import Changes
 from .compose import build_runtime
 from .settings import Settings, load_settings
 
@@ -20,6 +21,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     rt = app.extensions["hitl"] = build_runtime(settings)
     if isinstance(rt.executor, InlineExecutor):  # embedded mode: no worker sweeps, so this process does
         app.extensions["hitl-sweeper"] = Sweeper(rt, settings.sweep_seconds).start()
+    app.extensions["hitl-changes"] = Changes(rt.db)  # what open event streams wait on (gateway/stream.py)
     errors.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(health.bp)

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     queue: str = Field("hitl", pattern=r"^[A-Za-z0-9_-]+$", validation_alias="HITL_QUEUE")
     sweep_seconds: float = Field(10.0, gt=0, validation_alias="HITL_SWEEP_SECONDS")
     inline_workers: int = Field(4, ge=1, validation_alias="HITL_INLINE_WORKERS")
+    web_threads: int = Field(32, ge=1, validation_alias="HITL_WEB_THREADS")  # per web process (gateway/asgi.py)
     worker_class: str = Field("simple", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
     response_policy_timeout: float = Field(10.0, gt=0, validation_alias="HITL_RESPONSE_POLICY_TIMEOUT")
     request_policy_timeout: float = Field(30.0, gt=0, validation_alias="HITL_REQUEST_POLICY_TIMEOUT")

@@ -1,41 +1,45 @@
 """A session's events as Server-Sent Events: `GET /api/sessions/<id>/events` with `Accept: text/event-stream`.
 
-The database is the record: the stream polls `events_after` briefly, so any web process (any gunicorn worker
-on any host) serves any session, and a client that reconnects with `Last-Event-ID` misses nothing.
+The database is the record: a stream reads `events_after` whenever the process's poller (gateway/changes.py) sees
+its session's event count move, so any web process (any gunicorn worker on any host) serves any session, and a
+client that reconnects with `Last-Event-ID` misses nothing. Under the Procfile's web command (gateway/asgi.py) an
+open stream is served by the worker's event loop and holds no thread.
+
+Any other stream is served the same way: an `EventStream` over its own `read` and `Topic` (what its poller reads to
+know that something changed), answered with `sse_response`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from flask import Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
-from engine.protocol import Principal
 from engine.queries import events_after
 from engine.runtime import Runtime
 
 from .auth import Caller, current_caller
+from .changes import SESSION_EVENTS, Changes, Topic
 from .errors import invalid_query
 from .schemas import query_int
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0  # a `: keepalive` comment after this long without a frame keeps proxies from closing it
-POLL_SECONDS = 0.25  # how often an open stream reads the database for new events
 BATCH = 500  # events read per query; a full batch is followed at once by the next
 RETRY_MILLISECONDS = 1000  # how long a browser's EventSource waits before it reconnects
 LIFETIME_SECONDS = 20.0
 """A stream ends after this long and its client reconnects after `Last-Event-ID`, missing nothing: a web process
 stopping (a deploy, a restart) waits for its open requests only up to gunicorn's 30 s graceful timeout, Heroku's
-grace too, and a stream that never ended held every stop that long and was then killed; each stream's thread is
-also handed back this often."""
+grace too, and a stream that never ended held every stop that long and was then killed."""
 
 
 def wants_event_stream() -> bool:
@@ -72,6 +76,12 @@ def resume_after() -> int:
     return 0
 
 
+ASYNC_BODY = "hitl.async_body"
+"""A WSGI environ key a server may set (gateway/asgi.py does): a callable that takes an `EventStream` and sends it
+itself, from an event loop, after the response's head; the WSGI body is then empty, and no thread waits on it.
+Without it (`hitl serve`, any plain WSGI server) the stream is the WSGI body, and holds its thread while open."""
+
+
 def event_stream(session_id: str) -> Response:
     """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts. A
     session the caller does not see is a 404, as one that does not exist."""
@@ -79,39 +89,88 @@ def event_stream(session_id: str) -> Response:
     rt: Runtime = current_app.extensions["hitl"]
     after = resume_after()
     first = events_after(rt, session_id, after, BATCH, seen_by)
+    return sse_response(EventStream(
+        current_app.extensions["hitl-changes"], SESSION_EVENTS, session_id,
+        lambda cursor: events_after(rt, session_id, cursor, BATCH, seen_by), after, first,
+    ))
+
+
+def sse_response(stream: EventStream) -> Response:
+    """The response that serves `stream`: handed to the server's event loop when it has one (`ASYNC_BODY`)."""
+    send_later = request.environ.get(ASYNC_BODY)
+    if send_later is not None:
+        send_later(stream)
     return Response(
-        frames(rt, session_id, after, first, seen_by),
+        iter(()) if send_later is not None else iter(stream),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]],
-           seen_by: Principal | None) -> Iterator[str]:
-    """Every event after `after`, once and in order, then each new one as it is committed, for LIFETIME_SECONDS
-    (the client then reconnects, resuming after the last event it got)."""
-    yield f"retry: {RETRY_MILLISECONDS}\n\n"
-    last_write = time.monotonic()
-    ends = last_write + LIFETIME_SECONDS
-    while True:
-        for event in batch:
-            yield frame(event)
-            after = event["seq"]
+class EventStream:
+    """The frames of one open stream: every item after `after`, once and in order, then each new one as it is
+    committed, for LIFETIME_SECONDS (the client then reconnects, resuming after the last item it got).
+
+    Items are dicts with a `seq` (the cursor), a `type` and their data; `read(cursor)` returns those after a cursor
+    (at most BATCH, in order) and raises NotFound once the thing streamed is gone. Between reads the stream waits
+    on `changes` until `topic`'s version of `key` passes the last seq it sent: it never polls the database itself.
+    Served blocking (`iter`) or from an event loop (`aiter`) alike."""
+
+    def __init__(self, changes: Changes, topic: Topic, key: str, read: Callable[[int], list[dict[str, Any]]],
+                 after: int, first: list[dict[str, Any]]) -> None:
+        self.changes, self.topic, self.key, self.read = changes, topic, key, read
+        self.after = after
+        self.batch: list[dict[str, Any]] | None = first
+        self.started = False
+        self.last_write = self.ends = 0.0
+        self.ended = False
+        self.idle = 0.0  # how long to wait for a change before the next step
+
+    def step(self) -> list[str]:
+        """The frames to send now (reading the database unless the batch is at hand); sets `ended` or `idle`."""
         now = time.monotonic()
+        frames = []
+        if not self.started:
+            self.started, self.last_write, self.ends = True, now, now + LIFETIME_SECONDS
+            frames.append(f"retry: {RETRY_MILLISECONDS}\n\n")
+        batch, self.batch = self.batch, None
+        if batch is None:
+            try:
+                batch = self.read(self.after)
+            except (SQLAlchemyError, NotFound):
+                log.warning("event stream of %s stopped; a reconnecting client resumes", self.key, exc_info=True)
+                self.ended = True
+                return frames
+        for event in batch:
+            frames.append(frame(event))
+            self.after = event["seq"]
         if batch:
-            last_write = now
-        elif now - last_write >= HEARTBEAT_SECONDS:
-            yield ": keepalive\n\n"
-            last_write = now
-        if now >= ends:
-            return
-        if len(batch) < BATCH:
-            time.sleep(POLL_SECONDS)
-        try:
-            batch = events_after(rt, session_id, after, BATCH, seen_by)
-        except (SQLAlchemyError, NotFound):
-            log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
-            return
+            self.last_write = now
+        elif now - self.last_write >= HEARTBEAT_SECONDS:
+            frames.append(": keepalive\n\n")
+            self.last_write = now
+        self.ended = now >= self.ends
+        more = len(batch) >= BATCH  # a full batch is followed at once by the next
+        self.idle = 0.0 if more else min(self.last_write + HEARTBEAT_SECONDS, self.ends) - now
+        return frames
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            yield from self.step()
+            if self.ended:
+                return
+            if self.idle > 0:
+                self.changes.wait(self.topic, self.key, self.after, self.idle)
+
+    async def aiter(self) -> AsyncIterator[str]:
+        """The same frames from an event loop: database reads run on a thread, waits cost no thread."""
+        while True:
+            for chunk in await asyncio.to_thread(self.step):
+                yield chunk
+            if self.ended:
+                return
+            if self.idle > 0:
+                await self.changes.changed(self.topic, self.key, self.after, self.idle)
 
 
 def frame(event: dict[str, Any]) -> str:
