@@ -42,11 +42,11 @@ def test_approve_a_refund_and_read_the_history(page: Any, shot: Shot) -> None:
     shot(page, "2-approved")
 
 
-def test_cancel_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) -> None:
+def test_deny_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) -> None:
     card = start_session(page, "refund $30 on ch_1003")
     card.get_by_label("Note (optional)").fill("too expensive")
     page.keyboard.press("Tab")
-    expect(card.get_by_role("button", name="Cancel")).to_be_focused()
+    expect(card.get_by_role("button", name="Deny")).to_be_focused()
     shot(page, "1-note-typed")
     page.keyboard.press("Enter")
     expect(card.locator(".outcome")).to_have_text("denied by local: too expensive")
@@ -159,12 +159,12 @@ def test_a_narrow_window_keeps_long_words_and_the_card_controls_on_screen(
     paste_key(page, "alice-key")
     charge = "ch_" + "8f3a9c2e" * 16  # one long word, as links and ids are, and one long line of JSON
     card = start_session(page, script([("refund", {"charge_id": charge, "amount": 5.0})], final="refunded"))
-    cancel = card.get_by_role("button", name="Cancel")
-    expect(cancel).to_be_visible()
+    deny = card.get_by_role("button", name="Deny")
+    expect(deny).to_be_visible()
     expect(page.locator(".history")).to_contain_text("Approve refund?")
     shot(page, "1-narrow")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing to scroll sideways for
-    box = cancel.bounding_box()
+    box = deny.bounding_box()
     assert box is not None and box["x"] + box["width"] <= 375, box
 
 

@@ -347,7 +347,7 @@ def test_session_input_errors(sqlite_stack: Stack) -> None:
     expect_error(send(session_id, {"requestId": other_request, "optionId": "approve"}), 404, "not_found")
     expect_error(send(session_id, {"requestId": "req_nope", "optionId": "approve"}), 404, "not_found")
     error = expect_error(send(session_id, {"requestId": request_id, "optionId": "maybe"}), 422, "invalid_input")
-    assert error["details"]["options"] == ["approve", "cancel"]
+    assert error["details"]["options"] == ["approve", "deny"]
     # all or nothing: a bad second response keeps the good first one from settling
     expect_error(send(session_id, {"requestId": request_id, "optionId": "approve"},
                       {"requestId": other_request, "optionId": "approve"}), 404, "not_found")
@@ -526,7 +526,7 @@ def test_the_request_inbox(sqlite_stack: Stack) -> None:
     assert one["requestId"] == second and one["sessionId"] == second_session
     assert one["kind"] == "tool-approval" and one["status"] == "pending"
     assert one["action"]["toolName"] == "payout" and one["action"]["input"] == {"amount": 5}
-    assert [o["id"] for o in one["options"]] == ["approve", "cancel"]
+    assert [o["id"] for o in one["options"]] == ["approve", "deny"]
     assert client.get(f"/api/requests/{third}").get_json()["outcome"] == "denied"
 
     expect_error(client.get("/api/requests/req_nope"), 404, "not_found")
@@ -566,7 +566,7 @@ def test_approve_settles_the_request_and_the_turn_runs_the_tool_once(stack: Stac
     assert client.get(f"/api/requests/{request_id}").get_json()["outcome"] == "approved"
 
 
-def test_cancel_with_a_note_never_runs_the_tool(stack: Stack) -> None:
+def test_deny_with_a_note_never_runs_the_tool(stack: Stack) -> None:
     client = stack.client("alice")
     session_id, request_id = parked(stack, client)
 
@@ -575,12 +575,30 @@ def test_cancel_with_a_note_never_runs_the_tool(stack: Stack) -> None:
     assert response.status_code == 200
     request = response.get_json()
     assert (request["status"], request["outcome"]) == ("resolved", "denied")
-    assert request["response"] == {"optionId": "cancel", "text": "too much"}
+    assert request["response"] == {"optionId": "deny", "text": "too much"}
+    assert [(o["id"], o["label"]) for o in request["options"]] == [("approve", "Approve"), ("deny", "Deny")]
     stack.settle()
     assert ran("refund") == []
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
     assert turn["status"] == "completed"
-    assert "Cancelled by alice: too much" in turn["result"]
+    assert "Denied by alice: too much" in turn["result"]
+
+
+def test_the_old_cancel_id_still_denies_with_its_note(sqlite_stack: Stack) -> None:
+    """Clients written while the refusal was `cancel` keep working: PATCH and inputResponses alike."""
+    client = sqlite_stack.client("alice")
+    _, patched = parked(sqlite_stack, client)
+    session_id, posted = parked(sqlite_stack, client)
+
+    response = client.patch(f"/api/requests/{patched}", json={"optionId": "Cancel", "text": "not this one"})
+    assert response.status_code == 200, response.get_json()
+    assert (response.get_json()["outcome"], response.get_json()["response"]) == (
+        "denied", {"optionId": "deny", "text": "not this one"})
+    answer = {"requestId": posted, "optionId": "cancel"}
+    assert client.post(f"/api/sessions/{session_id}/input", json={"inputResponses": [answer]}).status_code == 202
+    sqlite_stack.settle()
+    assert client.get(f"/api/requests/{posted}").get_json()["outcome"] == "denied"
+    assert ran("refund") == []
 
 
 def test_a_refused_responder_gets_a_403_and_the_request_stays_open(stack: Stack) -> None:

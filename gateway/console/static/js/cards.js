@@ -27,18 +27,18 @@ function fieldId(card, name) {
 function approvalControls(card) {
   const note = h("input", { id: fieldId(card, "note"), type: "text", autocomplete: "off" });
   return card.request.options.map((option) => {
-    if (option.id !== "cancel") {
+    if (option.style !== "danger") {
       return h("button", { type: "button", class: option.style || "default", onclick: () => card.send({ optionId: option.id }) },
         option.label);
     }
-    // A form, so that Enter in the note sends the Cancel with it.
-    const cancel = (event) => {
+    // The refusal (Deny) takes a note: a form, so that Enter in the note sends the Deny with it.
+    const deny = (event) => {
       event.preventDefault();
-      card.send(note.value.trim() ? { optionId: "cancel", text: note.value.trim() } : { optionId: "cancel" });
+      card.send(note.value.trim() ? { optionId: option.id, text: note.value.trim() } : { optionId: option.id });
     };
-    return h("form", { class: "cancel-group", onsubmit: cancel },
+    return h("form", { class: "deny-group", onsubmit: deny },
       h("label", { for: note.id }, "Note (optional)"), note,
-      h("button", { type: "submit", class: option.style || "danger" }, option.label));
+      h("button", { type: "submit", class: "danger" }, option.label));
   });
 }
 
