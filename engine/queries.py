@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, literal, select, tuple_
+from sqlalchemy import Row, ScalarSelect, Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import InvalidQuery, NotFound
@@ -37,8 +37,9 @@ def session_history(rt: Runtime, session_id: str) -> dict[str, Any]:
             select(Message).where(Message.session_id == session_id).order_by(Message.seq)
         ).scalars().all()
         return {
-            "id": session.id, "agent": session.agent, "status": session.status, "channel": session.channel,
-            "address": session.address, "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
+            "id": session.id, "title": title_of(turns[0].input if turns else None), "agent": session.agent,
+            "status": session.status, "channel": session.channel, "address": session.address,
+            "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
             "turns": [
                 {
                     "id": t.id, "seq": t.seq, "status": t.status, "input": t.input, "result": t.result,
@@ -57,6 +58,26 @@ def session_history(rt: Runtime, session_id: str) -> dict[str, Any]:
                 for t in turns
             ],
         }
+
+
+TITLE_LENGTH = 80
+"""A session's title is its first message on one line, cut to this many characters."""
+
+
+def title_of(message: str | None) -> str | None:
+    """A session's title from its first message: on one line, cut with an ellipsis past TITLE_LENGTH; None for a
+    session that has had no message yet."""
+    if message is None:
+        return None
+    line = " ".join(message.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def first_message(session_id: Any) -> ScalarSelect[str]:
+    """The start of the first message (the first turn's input) of the session `session_id` names, as much as
+    title_of needs, for a page's query: no row of it is read separately."""
+    return select(func.substr(Turn.input, 1, 4 * TITLE_LENGTH)) \
+        .where(Turn.session_id == session_id, Turn.seq == 1).scalar_subquery()
 
 
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
@@ -80,11 +101,11 @@ SESSIONS_ORDER = (Session.created_at, Session.id)
 """Read newest first; the id makes the order total."""
 
 
-def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,
-            limit: int | None, newest_first: bool = False) -> tuple[list[Any], Any | None]:
+def page_of(db: DbSession, query: Select[*tuple[Any, ...]], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,
+            limit: int | None, newest_first: bool = False) -> tuple[list[Row[*tuple[Any, ...]]], Any | None]:
     """A page of `query` in `order` (or its reverse), after the row a cursor names: (parameter, what it names,
-    the row or None). Returns the rows and the last of them when more may follow (a keyset cursor: a row
-    added or removed meanwhile moves no other row from its page)."""
+    the row or None). Returns the result rows and, when more may follow, the last one's entity (the query's
+    first column): a keyset cursor, so a row added or removed meanwhile moves no other row from its page."""
     if cursor is not None:
         parameter, what, anchor = cursor
         if anchor is None:
@@ -93,17 +114,18 @@ def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: t
         there = tuple_(*(literal(getattr(anchor, column.key), column.type) for column in order))  # ids are packed
         query = query.where(here < there if newest_first else here > there)
     query = query.order_by(*(column.desc() for column in order) if newest_first else order)
-    rows = list(db.execute(query if limit is None else query.limit(limit + 1)).scalars())
+    rows = list(db.execute(query if limit is None else query.limit(limit + 1)))
     more = limit is not None and len(rows) > limit
     page = rows[:limit] if more else rows
-    return page, (page[-1] if more and page else None)
+    return page, (page[-1][0] if more and page else None)
 
 
 def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
                   limit: int | None = None, after: str | None = None) -> dict[str, Any]:
     """The operator inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request
-    `after` (the previous page's `next`). `next` is the last one's id when more may follow, else None."""
-    query = select(InputRequest)
+    `after` (the previous page's `next`). `next` is the last one's id when more may follow, else None. Each
+    request carries its session's title, agent and channel."""
+    query = in_session(select(InputRequest))
     if status:
         query = query.where(InputRequest.status == status)
     if session_id:
@@ -111,15 +133,26 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
     with rt.db.read() as db:
         cursor = None if after is None else ("after", "input request", db.get(InputRequest, after))
         page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
-        return {"requests": [request_wire(r) for r in page], "next": last.request_id if last else None}
+        return {"requests": [inbox_wire(row) for row in page], "next": last.request_id if last else None}
+
+
+def in_session(query: Select[InputRequest]) -> Select[InputRequest, str, str, str]:
+    """Requests with their session's title, agent and channel, read in the same query."""
+    return query.add_columns(first_message(InputRequest.session_id), Session.agent, Session.channel) \
+        .join(Session, Session.id == InputRequest.session_id)
+
+
+def inbox_wire(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
+    request, message, agent, channel = row
+    return request_wire(request) | {"title": title_of(message), "agent": agent, "channel": channel}
 
 
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
     with rt.db.read() as db:
-        request = db.get(InputRequest, request_id)
-        if request is None:
+        row = db.execute(in_session(select(InputRequest)).where(InputRequest.request_id == request_id)).first()
+        if row is None:
             raise NotFound(f"no input request {request_id!r}", {"requestId": request_id})
-        return request_wire(request)
+        return inbox_wire(row)
 
 
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
@@ -133,20 +166,21 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
 
 
 def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None) -> dict[str, Any]:
-    """Newest first, with the number of open requests each holds: `{sessions, next}`, at most `limit` of them,
-    those older than session `before` (the previous page's `next`)."""
+    """Newest first, with each one's title and number of open requests: `{sessions, next}`, at most `limit` of
+    them, those older than session `before` (the previous page's `next`)."""
     with rt.db.read() as db:
         cursor = None if before is None else ("before", "session", db.get(Session, before))
-        page, last = page_of(db, select(Session), SESSIONS_ORDER, cursor, limit, newest_first=True)
+        query = select(Session, first_message(Session.id))
+        page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
-            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s in page]))
+            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s, _ in page]))
             .group_by(InputRequest.session_id)
         ).all()) if page else {}
         sessions = [
-            {"id": s.id, "agent": s.agent, "channel": s.channel, "status": s.status,
+            {"id": s.id, "title": title_of(message), "agent": s.agent, "channel": s.channel, "status": s.status,
              "createdAt": s.created_at.isoformat(), "updatedAt": s.updated_at.isoformat(),
              "pendingRequests": pending.get(s.id, 0)}
-            for s in page
+            for s, message in page
         ]
         return {"sessions": sessions, "next": last.id if last else None}

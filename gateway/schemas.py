@@ -126,8 +126,12 @@ class SessionCreated(WireModel):
     turn_id: str | None = Field(None, description="present when a message started the first turn")
 
 
+TITLE = "the session's first message on one line, cut to 80 characters with an ellipsis; null before its first"
+
+
 class SessionSummary(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     channel: str
     status: str
@@ -144,6 +148,14 @@ class SessionList(WireModel):
 
 class InputRequest(InputRequestOut):
     """An InputRequest (DESIGN.md section 4)."""
+
+
+class InboxRequest(InputRequest):
+    """An InputRequest as the inbox lists it: with its session's title, agent and channel."""
+
+    title: str | None = Field(description=TITLE)
+    agent: str = Field(description="the session's agent")
+    channel: str = Field(description="the session's channel: api, slack, twilio or github")
 
 
 class ResponseCandidate(WireModel):
@@ -203,6 +215,7 @@ class TurnOut(WireModel):
 
 class SessionHistory(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     status: str
     channel: str
@@ -225,7 +238,7 @@ class EventList(WireModel):
 
 
 class RequestList(WireModel):
-    requests: list[InputRequest]
+    requests: list[InboxRequest]
     next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
 
 
