@@ -147,6 +147,15 @@ def inbox_wire(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
     return request_wire(request) | {"title": title_of(message), "agent": agent, "channel": channel}
 
 
+def pending_inbox(rt: Runtime, limit: int) -> dict[str, Any]:
+    """Which requests the inbox's first page of pending ones (`list_requests(status="pending", limit=limit)`)
+    holds, by id only: `{requestIds, next}`."""
+    with rt.db.read() as db:
+        query = select(InputRequest.request_id).where(InputRequest.status == "pending")
+        page, last = page_of(db, query, INBOX_ORDER, None, limit)
+        return {"requestIds": [request_id for request_id, in page], "next": last}
+
+
 def get_request(rt: Runtime, request_id: str) -> dict[str, Any]:
     with rt.db.read() as db:
         row = db.execute(in_session(select(InputRequest)).where(InputRequest.request_id == request_id)).first()

@@ -9,7 +9,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from engine.conversation import cancel_turn, post_message
 from engine.protocol import InputResponse, ResponseBody
-from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
+from engine.queries import events_after, get_request, list_requests, list_sessions, pending_inbox, session_history
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
@@ -144,6 +144,16 @@ def events(session_id: str) -> Response:
         return stream.event_stream(session_id)
     current_principal()
     return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0))})
+
+
+@bp.get("/inbox/events")
+def inbox_events() -> Response:
+    """Which requests the inbox's first page of pending ones holds (`{requestIds, next}`), or a live stream of it
+    (an `inbox` frame whenever it changes) when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.inbox_stream()
+    current_principal()
+    return jsonify(pending_inbox(runtime(), PAGE))
 
 
 @bp.get("/requests")

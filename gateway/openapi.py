@@ -28,6 +28,7 @@ from .schemas import (
     InputRequest,
     MessagePosted,
     NewSession,
+    PendingInbox,
     RequestList,
     RequestsQuery,
     ResponseResults,
@@ -36,6 +37,7 @@ from .schemas import (
     SessionInput,
     SessionList,
     SessionsQuery,
+    StreamQuery,
     TurnCancelled,
 )
 
@@ -93,6 +95,10 @@ ROUTES = (
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
     Route("/api/requests", "get", "The operator inbox: input requests, oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
+    Route("/api/inbox/events", "get", "Which requests the inbox's first page of pending ones holds",
+          {200: {JSON: PendingInbox, SSE: str}}, query=StreamQuery,
+          notes={200: "JSON, or with `Accept: text/event-stream` a live stream: an `inbox` event with the same "
+                      "document at once and whenever it changes (a request opens or closes)"}),
     Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InboxRequest}}, (*AUTH, 404)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,

@@ -98,11 +98,14 @@ class SessionsQuery(WireModel):
     before: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
-class EventsQuery(WireModel):
-    after: QueryInt = Field(0, description="only events with a greater `seq`")
+class StreamQuery(WireModel):
     access_token: Omittable[str] = omitted(
         "event streams only: an API key, for EventSource clients", alias="access_token"
     )
+
+
+class EventsQuery(StreamQuery):
+    after: QueryInt = Field(0, description="only events with a greater `seq`")
 
 
 class EventsHeaders(WireModel):
@@ -240,6 +243,13 @@ class EventList(WireModel):
 class RequestList(WireModel):
     requests: list[InboxRequest]
     next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
+
+
+class PendingInbox(WireModel):
+    """Which requests the inbox's first page of pending ones holds (GET /api/requests?status=pending)."""
+
+    request_ids: list[str] = Field(description="oldest first, at most 100")
+    next: str | None = Field(description="the last id when more requests are pending, else null")
 
 
 class ResponseResult(WireModel):

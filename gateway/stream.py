@@ -1,7 +1,9 @@
-"""A session's events as Server-Sent Events: `GET /api/sessions/<id>/events` with `Accept: text/event-stream`.
+"""Server-Sent Events, for clients that send `Accept: text/event-stream`: a session's events
+(`GET /api/sessions/<id>/events`) and the inbox of pending requests (`GET /api/inbox/events`).
 
-The database is the record: the stream polls `events_after` briefly, so any web process (any gunicorn worker
-on any host) serves any session, and a client that reconnects with `Last-Event-ID` misses nothing.
+The database is the record: a stream polls it briefly, so any web process (any gunicorn worker on any host)
+serves any stream, and a client that reconnects misses nothing (a session's stream resumes after
+`Last-Event-ID`; the inbox's starts with how the inbox is now).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Response, current_app, request
@@ -18,12 +20,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
 from engine.protocol import Principal
-from engine.queries import events_after
+from engine.queries import events_after, pending_inbox
 from engine.runtime import Runtime
 
 from .auth import current_principal
 from .errors import invalid_query
-from .schemas import query_int
+from .schemas import PAGE, query_int
 
 log = logging.getLogger(__name__)
 
@@ -72,29 +74,62 @@ def resume_after() -> int:
     return 0
 
 
+Polled = tuple[list[str], bool]
+"""What one read of a stream found: the frames to send, and whether more are ready at once (a full batch)."""
+
+
 def event_stream(session_id: str) -> Response:
-    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts."""
+    """A session's SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts."""
     stream_principal()
     rt: Runtime = current_app.extensions["hitl"]
-    after = resume_after()
-    first = events_after(rt, session_id, after, BATCH)
+    cursor = resume_after()
+
+    def read() -> Polled:
+        nonlocal cursor
+        batch = events_after(rt, session_id, cursor, BATCH)
+        if batch:
+            cursor = batch[-1]["seq"]
+        return [frame(event) for event in batch], len(batch) == BATCH
+
+    return served(read, f"session {session_id}")
+
+
+def inbox_stream() -> Response:
+    """The inbox's SSE response: an `inbox` frame with `pending_inbox()` (the ids of the oldest page of pending
+    requests, and `next`) at once and again whenever it changes: the console's badge follows it."""
+    stream_principal()
+    rt: Runtime = current_app.extensions["hitl"]
+    shown: dict[str, Any] | None = None
+
+    def read() -> Polled:
+        nonlocal shown
+        inbox = pending_inbox(rt, PAGE)
+        if inbox == shown:
+            return [], False
+        shown = inbox
+        return [f"event: inbox\ndata: {json.dumps(inbox)}\n\n"], False
+
+    return served(read, "the inbox")
+
+
+def served(read: Callable[[], Polled], what: str) -> Response:
+    """The stream of what `read` finds, its first read done now (so its errors are a JSON answer)."""
     return Response(
-        frames(rt, session_id, after, first),
+        frames(read, read(), what),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]) -> Iterator[str]:
-    """Every event after `after`, once and in order, then each new one as it is committed, for LIFETIME_SECONDS
-    (the client then reconnects, resuming after the last event it got)."""
+def frames(read: Callable[[], Polled], first: Polled, what: str) -> Iterator[str]:
+    """What each read finds, in order, for LIFETIME_SECONDS (the client then reconnects); a keepalive comment
+    after HEARTBEAT_SECONDS without a frame."""
     yield f"retry: {RETRY_MILLISECONDS}\n\n"
     last_write = time.monotonic()
     ends = last_write + LIFETIME_SECONDS
+    batch, more = first
     while True:
-        for event in batch:
-            yield frame(event)
-            after = event["seq"]
+        yield from batch
         now = time.monotonic()
         if batch:
             last_write = now
@@ -103,12 +138,12 @@ def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]
             last_write = now
         if now >= ends:
             return
-        if len(batch) < BATCH:
+        if not more:
             time.sleep(POLL_SECONDS)
         try:
-            batch = events_after(rt, session_id, after, BATCH)
+            batch, more = read()
         except (SQLAlchemyError, NotFound):
-            log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
+            log.warning("event stream of %s stopped; a reconnecting client resumes", what, exc_info=True)
             return
 
 

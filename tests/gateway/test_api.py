@@ -716,6 +716,7 @@ ROUTES: dict[str, Route] = {
                                {"inputResponses": [{"requestId": rid, "optionId": "approve"}]}),
     "message": lambda sid, rid: ("POST", f"/api/sessions/{sid}/input", {"message": LOOKUP}),
     "inbox": lambda sid, rid: ("GET", "/api/requests", None),
+    "pending-inbox": lambda sid, rid: ("GET", "/api/inbox/events", None),
     "request": lambda sid, rid: ("GET", f"/api/requests/{rid}", None),
     "answer": lambda sid, rid: ("PATCH", f"/api/requests/{rid}", {"optionId": "approve"}),
 }
@@ -786,7 +787,7 @@ def test_every_api_route_serves_a_valid_key(sqlite_stack: Stack) -> None:
     statuses = {name: call(client, route, session_id, request_id).status_code for name, route in ROUTES.items()}
 
     assert statuses == {"list-sessions": 200, "new-session": 201, "history": 200, "events": 200, "message": 202,
-                        "input": 202, "inbox": 200, "request": 200, "answer": 409}
+                        "input": 202, "inbox": 200, "pending-inbox": 200, "request": 200, "answer": 409}
 
 
 def test_without_keys_a_loopback_client_is_the_local_operator(open_stack: Stack) -> None:
