@@ -1,11 +1,14 @@
-// The audit trail per turn: runs (Run 1 interrupted, Run 2 ...), requests with their candidates, tool calls.
+// The audit trail per turn: runs (Run 1 paused for input, Run 2 ...), requests with their candidates, tool calls.
 
 import { outcomeText } from "./cards.js";
 import { formatTime, h, principalName } from "./dom.js";
 
+// A run ends `interrupted` only when its turn parks on people: it did not fail, it waits for them.
+const RUN_STATUS = { interrupted: "paused for input" };
+
 function runItem(run) {
   const span = run.endedAt ? `${formatTime(run.startedAt)} to ${formatTime(run.endedAt)}` : `since ${formatTime(run.startedAt)}`;
-  return h("li", {}, h("strong", {}, `Run ${run.seq} ${run.status}`), ` · ${span}`, run.error ? ` · ${run.error.message || run.error}` : "");
+  return h("li", {}, h("strong", {}, `Run ${run.seq} ${RUN_STATUS[run.status] || run.status}`), ` · ${span}`, run.error ? ` · ${run.error.message || run.error}` : "");
 }
 
 function candidateItem(candidate) {
