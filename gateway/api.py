@@ -14,6 +14,7 @@ from engine.queries import (
     get_request,
     list_requests,
     list_sessions,
+    pending_inbox,
     require_seen,
     session_history,
 )
@@ -173,6 +174,15 @@ def events(session_id: str) -> Response:
         return stream.event_stream(session_id)
     caller = current_caller()
     return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0), seen_by=caller.seen_by)})
+
+
+@bp.get("/inbox/events")
+def inbox_events() -> Response:
+    """Which requests the inbox's first page of pending ones holds (`{requestIds, next}`), or a live stream of it
+    (an `inbox` frame whenever it changes) when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.inbox_stream()
+    return jsonify(pending_inbox(runtime(), PAGE, current_caller().seen_by))
 
 
 @bp.get("/requests")

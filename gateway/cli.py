@@ -62,9 +62,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     answer = commands.add_parser("answer", help="answer a request as an operator")
     answer.add_argument("request_id")
-    answer.add_argument("choice", nargs="?", help="approve, cancel, or an option id")
+    answer.add_argument("choice", nargs="?", help="approve, deny, or an option id")
     answer.add_argument("--text", help="a free-text answer to a question")
-    answer.add_argument("--note", help="a note carried with cancel")
+    answer.add_argument("--note", help="a note carried with deny")
     answer.add_argument("--as", dest="operator", type=name, required=True,
                         help="the operator's name, for the audit trail")
     answer.set_defaults(handler=cmd_answer)
@@ -209,7 +209,7 @@ def cmd_requests(args: argparse.Namespace) -> None:
 
 def cmd_answer(args: argparse.Namespace) -> None:
     if (args.choice is None) == (args.text is None):
-        raise ConfigurationError("give exactly one of an option (approve, cancel, ...) or --text")
+        raise ConfigurationError("give exactly one of an option (approve, deny, ...) or --text")
     response = InputResponse(request_id=args.request_id, option_id=args.choice, text=args.text or args.note)
     rt = runtime()
     [result] = submit_responses(rt, operator_principal(args.operator), [response])

@@ -183,7 +183,7 @@ def outcome_line(request: InputRequestOut) -> str:
     if request.outcome == "approved":
         return f"Approved by {who}"
     if request.outcome == "denied":
-        return f"Cancelled by {who}" + (f": {fit(note, NOTE)}" if note else "")
+        return f"Denied by {who}" + (f": {fit(note, NOTE)}" if note else "")
     if request.outcome == "answered":
         labels = {option.id: option.label for option in request.options}
         answer = labels.get(response.get("optionId") or "", note or "")

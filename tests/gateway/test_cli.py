@@ -260,18 +260,18 @@ def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any
     assert (candidate["responder"], candidate["outcome"]) == (OPERATOR_OPS, "allowed")
 
 
-def test_answer_cancel_with_a_note(hitl: Any, embedded: Stack) -> None:
+def test_answer_deny_with_a_note(hitl: Any, embedded: Stack) -> None:
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
 
-    done = hitl("answer", request["requestId"], "cancel", "--note", "no", "--as", "ops")
+    done = hitl("answer", request["requestId"], "deny", "--note", "no", "--as", "ops")
 
     assert done.code == 0, done.message
     assert done.json()["request"]["outcome"] == "denied"
-    assert done.json()["request"]["response"] == {"optionId": "cancel", "text": "no"}
+    assert done.json()["request"]["response"] == {"optionId": "deny", "text": "no"}
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
-    assert "Cancelled by ops: no" in turn["result"]
+    assert "Denied by ops: no" in turn["result"]
     assert refunds() == []
 
 

@@ -23,7 +23,7 @@ def test_a_mention_is_approved_in_slack_and_answered_in_its_thread(slack_on_post
     mention = slack.mention("alice", script([("refund", {"charge_id": "ch_9", "amount": 12})], final="all done"))
     [card] = slack.cards(mention)
     assert [e["text"]["text"] for b in card.now["blocks"] if b["type"] == "actions" for e in b["elements"]] == \
-        ["Approve", "Cancel"]
+        ["Approve", "Deny"]
 
     slack.ok(slack.click("alice", card, "Approve"))
 
