@@ -33,7 +33,7 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
         cursor = None if before is None else ("before", "turn of this session", own_turn(db, session_id, before))
         newest, oldest = page_of(db, select(Turn).where(Turn.session_id == session_id), TURNS_ORDER, cursor,
                                  limit, newest_first=True)
-        turns = newest[::-1]
+        turns = [turn for turn, in newest[::-1]]
         turn_ids = [t.id for t in turns]
         runs = db.execute(select(Run).where(Run.turn_id.in_(turn_ids)).order_by(Run.seq)).scalars().all()
         requests = db.execute(
@@ -51,7 +51,7 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
             .order_by(Message.seq)
         ).scalars().all()
         return {
-            "id": session.id, "title": title_of(db.scalar(first_message(session.id))), "agent": session.agent,
+            "id": session.id, "title": title_of(db.scalar(select(first_message(session.id)))), "agent": session.agent,
             "status": session.status, "channel": session.channel, "address": session.address,
             "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
             "turns": [

@@ -184,9 +184,11 @@ class EventStream:
             yield from self.step()
             if self.ended:
                 return
-            if self.idle > 0 and self.topic is None:
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
                 time.sleep(min(self.idle, POLL_SECONDS))
-            elif self.idle > 0:
+            else:
                 self.changes.wait(self.topic, self.key, self.after, self.idle)
 
     async def aiter(self) -> AsyncIterator[str]:
@@ -196,9 +198,11 @@ class EventStream:
                 yield chunk
             if self.ended:
                 return
-            if self.idle > 0 and self.topic is None:
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
                 await asyncio.sleep(min(self.idle, POLL_SECONDS))
-            elif self.idle > 0:
+            else:
                 await self.changes.changed(self.topic, self.key, self.after, self.idle)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import requests
 
 from tests.browser.conftest import Shot, paste_key, start_session
+from tests.conftest import KEYS
 from tests.support.agent import script
 
 try:
@@ -117,7 +118,7 @@ def test_the_inbox_badge_follows_the_event_stream(page: Any, embedded: str, shot
 
 def test_a_question_with_more_than_five_options_offers_a_menu(keyed_page: Any, shot: Shot) -> None:
     page = keyed_page
-    paste_key(page, "alice-key")
+    paste_key(page, KEYS["alice"])
     islands = ["Fiji", "Samoa", "Tonga", "Nauru", "Palau", "Tuvalu"]
     card = start_session(page, script([("pick", {"options": islands})], final="picked"))
     choose = card.get_by_label("Choose")
