@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ from adapters.slack import (
     parse_mention,
     parse_message,
     parse_view_submission,
+    read_body,
     verify_slack_signature,
 )
 from engine.db import normalize_url
@@ -273,7 +273,9 @@ def handler() -> SlackRequestHandler:
 @bp.post("/slack/events")
 @bp.post("/slack/interactions")
 def events() -> Response:
-    """Events API and interactivity. The signature is checked on the raw body before anything reads it."""
+    """Events API and interactivity. The signature is checked on the raw body before anything reads it, then
+    the body is read as Bolt will read it (Bolt reads it before any listener, or its error handler, runs): a
+    signed body Bolt could not read is a 400 here."""
     settings: Settings = current_app.config["HITL_SETTINGS"]
     try:
         verify_slack_signature(str(settings.slack_signing_secret), request.headers.get("X-Slack-Request-Timestamp"),
@@ -281,10 +283,10 @@ def events() -> Response:
     except SlackVerificationError as exc:
         raise ApiError(401, "invalid_signature", str(exc)) from exc
     try:
-        return handler().handle(request)
-    except json.JSONDecodeError as exc:  # Bolt reads the body before any listener (or its error handler) runs
-        raise ApiError(400, "invalid_payload", "the body is not a Slack payload: JSON, or a form whose `payload` "
-                       f"is JSON ({exc.msg})") from exc
+        read_body(request.get_data(), request.headers.get("Content-Type"))
+    except SlackParseError as exc:
+        raise ApiError(400, "invalid_payload", str(exc)) from exc
+    return handler().handle(request)
 
 
 @bp.get("/slack/install")

@@ -1,5 +1,6 @@
 """Slack: approvals as buttons, questions as menus, answers settled from Slack (built on slack-sdk)."""
 
+from .body import read_body
 from .channel import SlackChannel
 from .client import BotToken, BotTokens, InstalledBots, SlackClient
 from .errors import SlackApiError, SlackError, SlackParseError, SlackVerificationError
@@ -37,5 +38,6 @@ __all__ = [
     "parse_mention",
     "parse_message",
     "parse_view_submission",
+    "read_body",
     "verify_slack_signature",
 ]

@@ -1,6 +1,7 @@
 """Slack payloads in, engine terms out: who said or picked what, where.
 
-Only the fields this gateway reads are modelled (pydantic, extras ignored: Slack adds fields without notice).
+Only the fields this gateway reads are modelled (pydantic, extras ignored: Slack adds fields without notice);
+ids are `Id`s (printable ASCII), so a signed payload with a strange one is a parse error, never a strange query.
 Interactive controls carry `hitl|<request id>|<control>` as their `action_id` and an option's number as their
 `value`: opaque ids, never authority (the principal comes from the signed payload's `user`).
 """
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.protocol import Principal
 
+from .body import Id
 from .errors import SlackParseError
 
 ACTION_PREFIX = "hitl|"
@@ -76,29 +78,29 @@ class Payload(BaseModel):
 
 class MessageEvent(Payload):
     type: Literal["app_mention", "message"]
-    channel: str
-    ts: str
-    user: str | None = None
+    channel: Id
+    ts: Id
+    user: Id | None = None
     text: str = ""
-    thread_ts: str | None = None
-    channel_type: str | None = None
-    subtype: str | None = None
-    bot_id: str | None = None
-    team: str | None = None
-    user_team: str | None = None
+    thread_ts: Id | None = None
+    channel_type: Id | None = None
+    subtype: Id | None = None
+    bot_id: Id | None = None
+    team: Id | None = None
+    user_team: Id | None = None
 
 
 class Authorization(Payload):
-    team_id: str | None = None
-    enterprise_id: str | None = None
+    team_id: Id | None = None
+    enterprise_id: Id | None = None
 
 
 class EventCallback(Payload):
     type: Literal["event_callback"]
-    event_id: str
+    event_id: Id
     event: MessageEvent
-    team_id: str | None = None
-    enterprise_id: str | None = None
+    team_id: Id | None = None
+    enterprise_id: Id | None = None
     authorizations: list[Authorization] = []
 
     def workspace(self) -> tuple[str | None, str | None]:
@@ -182,19 +184,19 @@ def plain_text(text: str, bot_user_id: str | None) -> str:
 
 
 class User(Payload):
-    id: str
-    team_id: str | None = None
+    id: Id
+    team_id: Id | None = None
     username: str | None = None
     name: str | None = None
 
 
 class Identified(Payload):
-    id: str
+    id: Id
 
 
 class Container(Payload):
-    channel_id: str | None = None
-    message_ts: str | None = None
+    channel_id: Id | None = None
+    message_ts: Id | None = None
 
 
 class SelectedOption(Payload):
@@ -202,8 +204,8 @@ class SelectedOption(Payload):
 
 
 class Action(Payload):
-    action_id: str
-    action_ts: str
+    action_id: Id
+    action_ts: Id
     value: str | None = None
     selected_option: SelectedOption | None = None
 
@@ -226,7 +228,7 @@ class BlockActions(Interaction):
     actions: list[Action] = Field(min_length=1)
     container: Container = Container()
     channel: Identified | None = None
-    trigger_id: str | None = None
+    trigger_id: Id | None = None
 
 
 @dataclass(frozen=True)
@@ -271,8 +273,8 @@ class ViewState(Payload):
 
 
 class View(Payload):
-    id: str
-    callback_id: str
+    id: Id
+    callback_id: Id
     private_metadata: str = ""
     state: ViewState = ViewState()
 
