@@ -102,6 +102,7 @@ class EventCallback(Payload):
     team_id: Id | None = None
     enterprise_id: Id | None = None
     authorizations: list[Authorization] = []
+    is_ext_shared_channel: bool = False
 
     def workspace(self) -> tuple[str | None, str | None]:
         """The installation the event came to, (team, enterprise): `authorizations[0]`'s (in a Slack Connect
@@ -111,6 +112,17 @@ class EventCallback(Payload):
             return self.team_id, self.enterprise_id
         installed = self.authorizations[0]
         return installed.team_id or self.team_id, installed.enterprise_id
+
+    def writers_enterprise(self, team: str) -> str | None:
+        """The Enterprise Grid organization of the event's writer, whose team is `team` (Bolt's
+        `extract_actor_enterprise_id`): the team itself when Slack names it by its organization (`E...`); in a
+        Slack Connect channel the top-level one when the writer's team is the top-level team, else unknown; in
+        a channel not shared outside, the installation's (everyone in it is of that organization)."""
+        if team.startswith("E"):
+            return team
+        if self.is_ext_shared_channel:
+            return self.enterprise_id if team == self.team_id else None
+        return self.workspace()[1]
 
 
 @dataclass(frozen=True)
@@ -164,7 +176,7 @@ def said(callback: EventCallback, bot_user_id: str | None, thread: str, direct: 
     workspace = workspace or team
     if not text or not team or not workspace:
         return None
-    principal = slack_principal(event.user, team, event.channel, callback.enterprise_id)
+    principal = slack_principal(event.user, team, event.channel, callback.writers_enterprise(team))
     where = Where(team_id=workspace, channel_id=event.channel, thread_ts=thread, enterprise_id=enterprise)
     return Said(callback.event_id, principal, where, text, direct)
 
@@ -199,6 +211,12 @@ class Container(Payload):
     message_ts: Id | None = None
 
 
+class Posted(Payload):
+    """The message a control was on (its `thread_ts` when it is in a thread)."""
+
+    thread_ts: Id | None = None
+
+
 class SelectedOption(Payload):
     value: str
 
@@ -229,6 +247,7 @@ class BlockActions(Interaction):
     container: Container = Container()
     channel: Identified | None = None
     trigger_id: Id | None = None
+    message: Posted | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,7 @@ class Click:
     position: int | None
     channel_id: str | None
     trigger_id: str | None
+    thread_ts: str = ""
 
 
 def parse_block_actions(body: dict[str, Any]) -> Click:
@@ -254,8 +274,9 @@ def parse_block_actions(body: dict[str, Any]) -> Click:
     value = action.selected_option.value if action.selected_option else action.value
     position = None if control == "type" else option_number(value)
     channel = payload.container.channel_id or (payload.channel.id if payload.channel else None)
+    thread = payload.message.thread_ts if payload.message else None
     return Click(f"{action.action_ts}:{payload.user.id}:{action.action_id}", payload.principal(channel),
-                 request_id, position, channel, payload.trigger_id)
+                 request_id, position, channel, payload.trigger_id, thread or "")
 
 
 def option_number(value: str | None) -> int:
