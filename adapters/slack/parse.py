@@ -252,7 +252,8 @@ class BlockActions(Interaction):
 
 @dataclass(frozen=True)
 class Click:
-    """A person used a control of a request's card: picked option number `position`, or asked to type (None)."""
+    """A person used a control of a request's card: picked option number `position`, or asked to type (None);
+    `thread_ts` is the card's thread ("" for a card outside one)."""
 
     external_id: str
     principal: Principal

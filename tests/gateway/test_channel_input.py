@@ -4,8 +4,6 @@ lost), and a signed body that does not parse is a 400 that changes nothing (neve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -13,12 +11,13 @@ from sqlalchemy import func, select
 
 from engine.tables import Inbound, Outbox, Session, Turn
 from tests.conftest import Stack
-from tests.github.support import ALICE, BOT, Github, comment_event, github_stack
+from tests.github.support import ALICE, BOT, Github, comment_event
 from tests.slack.workspace import SECRET as SLACK_SECRET
-from tests.slack.workspace import Workspace, workspace
-from tests.support.signing import slack_headers, twilio_signature
+from tests.slack.workspace import Workspace
+from tests.slack.workspace import fixture as slack_fixture
+from tests.support.signing import slack_headers
 from tests.twilio.support import ALICE as ALICE_PHONE
-from tests.twilio.support import AUTH_TOKEN, WEBHOOK_URL, Sms, twilio_stack
+from tests.twilio.support import Sms
 
 BROKEN = "fix the\x00 build\ud800 now"
 """A NUL and a lone surrogate (JSON's `\\u0000` and `\\ud800`): neither can be stored."""
@@ -44,16 +43,24 @@ def messages(stack: Stack) -> list[str]:
 # -- Slack -----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def slack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
-    with workspace(request, "postgres", tmp_path) as built:
-        yield built
-
-
-def test_a_slack_dm_with_a_nul_arrives_without_it(slack: Workspace) -> None:
+def test_a_slack_dm_with_a_nul_arrives_without_it(slack_on_postgres: Workspace) -> None:
+    slack = slack_on_postgres
     slack.ok(slack.send_event(slack.event("message_im", "alice", BROKEN, channel="D0ALICE")))
     assert messages(slack.stack) == [KEPT]
     assert [m.now["text"] for m in slack.fake.messages] == [f"noted: {KEPT}"]
+
+
+def test_a_click_whose_platform_id_is_longer_than_its_column_is_kept(slack_on_postgres: Workspace) -> None:
+    """A click's id (action_ts:user:action_id) can pass the 200 characters `inbound.external_id` holds: it is
+    stored as its digest, once."""
+    slack = slack_on_postgres
+    payload = slack_fixture("block_actions")
+    payload["actions"][0].update(action_id="hitl|req_" + "x" * 230 + "|1", value="1")
+    for _ in range(2):
+        slack.ok(slack.send_interaction(payload))
+    with slack.stack.rt.db.read() as db:
+        [external_id] = db.execute(select(Inbound.external_id)).scalars().all()
+    assert external_id.startswith("sha256:")
 
 
 SLACK_BODIES = [
@@ -73,7 +80,8 @@ SLACK_BODIES = [
 
 
 @pytest.mark.parametrize("body", SLACK_BODIES)
-def test_a_signed_slack_event_that_does_not_parse_is_a_400(slack: Workspace, body: bytes) -> None:
+def test_a_signed_slack_event_that_does_not_parse_is_a_400(slack_on_postgres: Workspace, body: bytes) -> None:
+    slack = slack_on_postgres
     response = slack.http.post("/slack/events", data=body, headers=slack_headers(SLACK_SECRET, body))
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] == "invalid_payload"
@@ -95,7 +103,8 @@ def interaction(payload: bytes) -> bytes:
                                          "actions": [{"action_id": ["hitl|req_x|1"], "action_ts": "1.2"}]})
                              .encode()), id="an action id that is a list"),
 ])
-def test_a_signed_slack_interaction_that_does_not_parse_is_a_400(slack: Workspace, body: bytes) -> None:
+def test_a_signed_slack_interaction_that_does_not_parse_is_a_400(slack_on_postgres: Workspace, body: bytes) -> None:
+    slack = slack_on_postgres
     headers = slack_headers(SLACK_SECRET, body, content_type="application/x-www-form-urlencoded")
     response = slack.http.post("/slack/interactions", data=body, headers=headers)
     assert response.status_code == 400, response.get_data(as_text=True)
@@ -106,25 +115,11 @@ def test_a_signed_slack_interaction_that_does_not_parse_is_a_400(slack: Workspac
 # -- Twilio ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def sms(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sms]:
-    with twilio_stack(request, "postgres", tmp_path) as built:
-        yield built
-
-
-def test_an_sms_with_a_nul_arrives_without_it(sms: Sms) -> None:
+def test_an_sms_with_a_nul_arrives_without_it(sms_on_postgres: Sms) -> None:
+    sms = sms_on_postgres
     sms.text(ALICE_PHONE, "fix the\x00 build now", MessageSid="SM\x00" + "0" * 32)
     assert messages(sms.stack) == [KEPT]
     assert sms.inbox(ALICE_PHONE) == [f"noted: {KEPT}"]
-
-
-def post_form(sms: Sms, body: bytes) -> int:
-    """POST `body` signed over the form the gateway reads from it."""
-    with sms.stack.app.test_request_context("/twilio/sms", method="POST", data=body,
-                                            content_type="application/x-www-form-urlencoded") as context:
-        form = context.request.form.to_dict(flat=False)
-    return sms.client.post("/twilio/sms", data=body, content_type="application/x-www-form-urlencoded", headers={
-        "X-Twilio-Signature": twilio_signature(AUTH_TOKEN, WEBHOOK_URL, form)}).status_code
 
 
 @pytest.mark.parametrize("body", [
@@ -133,8 +128,9 @@ def post_form(sms: Sms, body: bytes) -> int:
     pytest.param(b"Body=\xff\xfe&From=%2B15550001111", id="not UTF-8"),
     pytest.param(DEEP, id="JSON nested 50,000 deep"),
 ])
-def test_a_signed_sms_webhook_that_does_not_parse_is_a_400(sms: Sms, body: bytes) -> None:
-    assert post_form(sms, body) == 400
+def test_a_signed_sms_webhook_that_does_not_parse_is_a_400(sms_on_postgres: Sms, body: bytes) -> None:
+    sms = sms_on_postgres
+    assert sms.post_body(body).status_code == 400
     sms.wait()
     assert counts(sms.stack) == NOTHING
 
@@ -142,13 +138,8 @@ def test_a_signed_sms_webhook_that_does_not_parse_is_a_400(sms: Sms, body: bytes
 # -- GitHub ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def github(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Github]:
-    with github_stack(request, "postgres", tmp_path) as built:
-        yield built
-
-
-def test_a_github_comment_with_a_nul_arrives_without_it(github: Github) -> None:
+def test_a_github_comment_with_a_nul_arrives_without_it(github_on_postgres: Github) -> None:
+    github = github_on_postgres
     github.comment(ALICE, f"@{BOT} fix the\x00 build now")
     assert messages(github.stack) == [KEPT]
     assert github.said() == [f"noted: {KEPT}"]
@@ -163,7 +154,8 @@ def test_a_github_comment_with_a_nul_arrives_without_it(github: Github) -> None:
     pytest.param(json.dumps(comment_event(f"@{BOT} \ud800", ALICE, 7)).encode(),
                  id="a lone surrogate (GitHub writes UTF-8, which has none)"),
 ])
-def test_a_signed_github_delivery_that_does_not_parse_is_a_400(github: Github, body: bytes) -> None:
+def test_a_signed_github_delivery_that_does_not_parse_is_a_400(github_on_postgres: Github, body: bytes) -> None:
+    github = github_on_postgres
     response = github.deliver(body)
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] == "invalid_delivery"

@@ -7,27 +7,22 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Stack
-from tests.github.support import ALICE, comment_event, github_stack
-from tests.github.support import SECRET as GITHUB_SECRET
+from tests.github.support import ALICE, Github, comment_event
 from tests.github.support import fixture as github_fixture
 from tests.slack.workspace import SECRET as SLACK_SECRET
+from tests.slack.workspace import Workspace
 from tests.slack.workspace import fixture as slack_fixture
-from tests.slack.workspace import workspace
-from tests.support.signing import github_signature, slack_headers, twilio_signature
+from tests.support.signing import slack_headers
 from tests.twilio.fake_api import fixture as twilio_fixture
-from tests.twilio.support import AUTH_TOKEN, WEBHOOK_URL, twilio_stack
+from tests.twilio.support import Sms
 
-EXAMPLES = settings(max_examples=int(os.environ.get("HITL_FUZZ_EXAMPLES", "60")), deadline=None,
+EXAMPLES = settings(max_examples=int(os.environ.get("HITL_FUZZ_EXAMPLES", "100")), deadline=None,
                     derandomize=not os.environ.get("HITL_FUZZ_RANDOM"),
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 """Bounded, and the same examples every run (a failure found once is found again); HITL_FUZZ_EXAMPLES=1000
@@ -110,16 +105,10 @@ def slack_payloads() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 EVENTS, INTERACTIONS = slack_payloads()
 
 
-@pytest.fixture
-def slack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
-    with workspace(request, "postgres", tmp_path) as built:
-        yield built.stack
-
-
 @EXAMPLES
 @given(body=st.binary(max_size=300) | JSON.map(dumps) | mutated(EVENTS).map(dumps))
-def test_signed_slack_events_never_fail(slack: Stack, body: bytes) -> None:
-    response = slack.app.test_client().post("/slack/events", data=body, headers=slack_headers(SLACK_SECRET, body))
+def test_signed_slack_events_never_fail(slack_on_postgres: Workspace, body: bytes) -> None:
+    response = slack_on_postgres.http.post("/slack/events", data=body, headers=slack_headers(SLACK_SECRET, body))
     assert_no_server_error(response.status_code, response.get_data())
 
 
@@ -129,19 +118,13 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 @EXAMPLES
 @given(body=st.binary(max_size=300) | FORM.map(urlencode).map(str.encode)
        | (JSON | mutated(INTERACTIONS)).map(lambda payload: urlencode({"payload": json.dumps(payload)}).encode()))
-def test_signed_slack_interactions_never_fail(slack: Stack, body: bytes) -> None:
-    response = slack.app.test_client().post("/slack/interactions", data=body,
-                                            headers=slack_headers(SLACK_SECRET, body, content_type=FORM_TYPE))
+def test_signed_slack_interactions_never_fail(slack_on_postgres: Workspace, body: bytes) -> None:
+    response = slack_on_postgres.http.post("/slack/interactions", data=body,
+                                           headers=slack_headers(SLACK_SECRET, body, content_type=FORM_TYPE))
     assert_no_server_error(response.status_code, response.get_data())
 
 
 # -- Twilio ----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def sms(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
-    with twilio_stack(request, "postgres", tmp_path) as built:
-        yield built.stack
 
 
 def incoming(fields: dict[str, str]) -> dict[str, str]:
@@ -155,23 +138,13 @@ SMS_FIELDS = st.dictionaries(st.sampled_from(sorted(incoming({}))), FORM_TEXT, m
 @EXAMPLES
 @given(body=st.binary(max_size=300) | FORM.map(urlencode).map(str.encode)
        | SMS_FIELDS.map(incoming).map(urlencode).map(str.encode))
-def test_signed_twilio_webhooks_never_fail(sms: Stack, body: bytes) -> None:
+def test_signed_twilio_webhooks_never_fail(sms_on_postgres: Sms, body: bytes) -> None:
     """Signed over the form as the gateway reads it (Twilio signs the fields it sent)."""
-    with sms.app.test_request_context("/twilio/sms", method="POST", data=body, content_type=FORM_TYPE) as context:
-        form = context.request.form.to_dict(flat=False)
-    signature = twilio_signature(AUTH_TOKEN, WEBHOOK_URL, form)
-    response = sms.app.test_client().post("/twilio/sms", data=body, content_type=FORM_TYPE,
-                                          headers={"X-Twilio-Signature": signature})
+    response = sms_on_postgres.post_body(body)
     assert_no_server_error(response.status_code, response.get_data())
 
 
 # -- GitHub ----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def github(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
-    with github_stack(request, "postgres", tmp_path) as built:
-        yield built.stack
 
 
 COMMENTS = [comment_event("@hitl-bot hello", ALICE, 7), comment_event("/approve", ALICE, 8), github_fixture("ping")]
@@ -180,8 +153,7 @@ COMMENTS = [comment_event("@hitl-bot hello", ALICE, 7), comment_event("/approve"
 @EXAMPLES
 @given(body=st.binary(max_size=300) | JSON.map(dumps) | mutated(COMMENTS).map(dumps),
        event=st.sampled_from(["issue_comment", "ping", "push"]) | HEADER, delivery=HEADER)
-def test_signed_github_deliveries_never_fail(github: Stack, body: bytes, event: str, delivery: str) -> None:
-    response = github.app.test_client().post("/github/webhook", data=body, content_type="application/json", headers={
-        "X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "X-GitHub-Hook-ID": "1",
-        "X-Hub-Signature-256": github_signature(GITHUB_SECRET, body)})
+def test_signed_github_deliveries_never_fail(github_on_postgres: Github, body: bytes, event: str,
+                                             delivery: str) -> None:
+    response = github_on_postgres.deliver(body, event=event, delivery=delivery)
     assert_no_server_error(response.status_code, response.get_data())

@@ -5,7 +5,6 @@ they are told so once per channel, with an ephemeral message."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,12 +164,6 @@ def test_oauth_installations_are_the_allowed_teams(request: pytest.FixtureReques
                         "team": {"id": PARTNER, "name": "Partner"}})  # the partner installs the app too
         mention("guest", PARTNER)
         assert turns(slack) == 2
-
-
-@pytest.fixture
-def slack_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
-    with workspace(request, "postgres", tmp_path) as built:
-        yield built
 
 
 def test_two_web_processes_tell_a_guest_once(slack_on_postgres: Workspace) -> None:
