@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -17,6 +18,7 @@ DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
 REDISES = ("redis://", "rediss://", "unix://")
 """What REDIS_URL may start with (what redis-py's from_url takes)."""
+SLACK_TEAM = re.compile(r"^[TE][A-Z0-9]+$")
 
 
 class ConfigurationError(Exception):
@@ -63,6 +65,9 @@ class Settings(BaseSettings):
     slack_client_secret: str | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
     slack_app_token: str | None = Field(None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field("https://slack.com/api/", validation_alias="SLACK_API_URL")
+    slack_allowed_teams: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="SLACK_ALLOWED_TEAMS")
+    slack_allow_external_users: bool = Field(False, validation_alias="SLACK_ALLOW_EXTERNAL_USERS")
 
     twilio_account_sid: str | None = Field(None, validation_alias="TWILIO_ACCOUNT_SID")
     twilio_auth_token: str | None = Field(None, validation_alias="TWILIO_AUTH_TOKEN")
@@ -126,12 +131,22 @@ class Settings(BaseSettings):
         """HITL_API_KEYS's and HITL_API_KEYS_FILE's; none means the no-key mode (loopback is the operator)."""
         return [*self.api_keys, *self.api_keys_file]
 
-    @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
+    @field_validator("twilio_allow_from", "allowed_hosts", "slack_allowed_teams", mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
-        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`."""
+        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`,
+        `SLACK_ALLOWED_TEAMS=T0123ABCD,E0456EFGH`."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("slack_allowed_teams")
+    @classmethod
+    def _slack_team_ids(cls, value: list[str]) -> list[str]:
+        """Slack's ids of workspaces (`T...`) and Enterprise Grid organizations (`E...`)."""
+        wrong = [item for item in value if not SLACK_TEAM.match(item)]
+        if wrong:
+            raise ValueError(f"entries are Slack team ids (T...) or enterprise ids (E...), not {', '.join(wrong)}")
         return value
 
     @field_validator("redis_url", mode="before")

@@ -205,6 +205,12 @@ def refusal(request: InputRequestOut, reason: str) -> str:
     return f"You can't answer \"{fit(request.prompt, NOTE)}\": {said}"
 
 
+TURNED_AWAY = ("Thanks, but this was not passed on: this app acts only for people of the workspaces it serves, "
+               "and you are in another organization. Nothing you send it here (messages or button clicks) is "
+               "taken; ask someone of this workspace to pass it on.")
+"""The ephemeral a person of another organization (a Slack Connect guest) reads, once per channel."""
+
+
 def answer_modal(request: InputRequestOut, channel_id: str | None) -> dict[str, Any]:
     """The "Type an answer" modal of one request (its id, and the channel, ride in private_metadata)."""
     return {

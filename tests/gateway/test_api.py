@@ -19,8 +19,8 @@ from werkzeug.test import TestResponse
 from engine.events import emit
 from engine.storage import new_id
 from engine.tables import Event
-from gateway.api import MAX_BODY_BYTES
 from gateway.app import create_app
+from gateway.body_limit import MAX_BODY_BYTES
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, KEYS, TEST_AGENT, Stack, sqlite_settings
 from tests.support.agent import read_ledger, script

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from tests.slack.workspace import USERS, Workspace, fixture
+import pytest
+
+from tests.slack.workspace import USERS, Workspace, fixture, workspace
 from tests.support.agent import read_ledger, script
 from tests.support.fake_slack import Message
 
@@ -167,18 +170,20 @@ def test_a_reply_mentioning_the_bot_counts_once(slack: Workspace) -> None:
     assert len(slack.stack.history(sid)["turns"]) == 1
 
 
-def test_an_org_wide_install_click_names_the_users_own_team(slack: Workspace) -> None:
-    """`team` is null in payloads of an org-wide install: the principal's team is `user.team_id`."""
-    mention = slack.mention("alice", script([REFUND]))
-    [card] = slack.cards(mention)
-    payload = fixture("block_actions_org_wide")
-    payload["actions"] = slack.click_payload("alice", card, "Approve")["actions"]
-    payload["container"].update(channel_id=card.channel, message_ts=card.ts)
-    slack.ok(slack.send_interaction(payload))
-    [candidate] = slack.stack.turn(slack.session_of(mention))["requests"][0]["candidates"]
-    assert candidate["responder"]["principalId"] == "slack:T0GRID:WALICE"
-    assert candidate["responder"]["attributes"]["enterpriseId"] == "E0GRID"
-    assert candidate["outcome"] == "rejected"  # not alice of T0TEST, who asked
+def test_an_org_wide_install_click_names_the_users_own_team(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """`team` is null in payloads of an org-wide install: the principal's team is `user.team_id` (the click's
+    organization is allowed, so the click counts)."""
+    with workspace(request, "sqlite", tmp_path, slack_allowed_teams=["T0TEST", "E0GRID"]) as slack:
+        mention = slack.mention("alice", script([REFUND]))
+        [card] = slack.cards(mention)
+        payload = fixture("block_actions_org_wide")
+        payload["actions"] = slack.click_payload("alice", card, "Approve")["actions"]
+        payload["container"].update(channel_id=card.channel, message_ts=card.ts)
+        slack.ok(slack.send_interaction(payload))
+        [candidate] = slack.stack.turn(slack.session_of(mention))["requests"][0]["candidates"]
+        assert candidate["responder"]["principalId"] == "slack:T0GRID:WALICE"
+        assert candidate["responder"]["attributes"]["enterpriseId"] == "E0GRID"
+        assert candidate["outcome"] == "rejected"  # not alice of T0TEST, who asked
 
 
 def test_a_session_started_by_the_api_asks_in_the_given_slack_thread(slack: Workspace) -> None:

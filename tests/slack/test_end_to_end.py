@@ -3,19 +3,8 @@ but the gateway's own jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from tests.slack.workspace import USERS, Workspace, workspace
+from tests.slack.workspace import USERS, Workspace
 from tests.support.agent import read_ledger, script
-
-
-@pytest.fixture
-def slack_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
-    with workspace(request, "postgres", tmp_path) as built:
-        yield built
 
 
 def test_a_mention_is_approved_in_slack_and_answered_in_its_thread(slack_on_postgres: Workspace) -> None:
