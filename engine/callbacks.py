@@ -21,7 +21,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
-from .requests import external_wire
+from .requests import external_fields, request_wire
 from .runtime import Runtime
 from .tables import ExternalRequest, InputRequest
 from .webhooks import WebhookFailed, WebhookRefused, post_signed
@@ -86,7 +86,8 @@ def claim(rt: Runtime, request_id: str) -> Attempt | None:
             return None
         request = db.get_one(InputRequest, request_id)
         assert request.resolved_at is not None  # a callback is owed only once its request closed
-        body = {"type": "input.resolved", "request": external_wire(db, request, external, callback=False)}
+        shown = request_wire(request) | external_fields(db, request, external, callback=False)
+        body = {"type": "input.resolved", "request": shown}
         return Attempt(external.callback_url, json.dumps(body).encode(), external.callback_attempts,
                        request.resolved_at)
 

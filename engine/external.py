@@ -29,11 +29,12 @@ from .errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPe
 from .events import emit_requested
 from .policies import expiry
 from .protocol import Principal
-from .requests import external_wire, open_request
+from .queries import get_request
+from .requests import open_request
 from .runtime import Runtime
 from .sessions import insert_session, session_at
 from .settlement import close_request
-from .storage import APPROVE, CANCEL, new_id, principal_digest
+from .storage import APPROVE, DENY, new_id, principal_digest
 from .tables import ExternalRequest, InputRequest, RequestApprover
 from .turns import lock_session
 from .webhooks import WebhookRefused, check_url
@@ -73,7 +74,7 @@ class NewRequest:
 
 @dataclass(frozen=True)
 class Opened:
-    """The request on the wire (with its `sessionId`), and whether this call made it (not an earlier one)."""
+    """The request as GET /api/requests/<id> shows it, and whether this call made it (not an earlier one)."""
 
     request: dict[str, Any]
     created: bool
@@ -85,15 +86,18 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
     if new.callback_url is not None:
         check_callback(rt, new.callback_url)
     digest = principal_digest(requester.wire())
+    assert digest is not None
     try:
         with rt.transaction() as db:
-            return made_before(db, digest, new) or Opened(create(rt, db, requester, digest, new), True)
+            found = made_before(db, digest, new)
+            request_id = found or create(rt, db, requester, digest, new)
     except IntegrityError:  # the same key at the same moment: the other transaction made it
         with rt.db.read() as db:
             found = made_before(db, digest, new)
         if found is None:
             raise
-        return found
+        request_id = found
+    return Opened(get_request(rt, request_id), found is None)
 
 
 def check_callback(rt: Runtime, url: str) -> None:
@@ -106,26 +110,25 @@ def check_callback(rt: Runtime, url: str) -> None:
         raise InvalidInput(f"callbackUrl cannot be called: {exc}", {"field": "callbackUrl"}) from None
 
 
-def made_before(db: DbSession, digest: str, new: NewRequest) -> Opened | None:
+def made_before(db: DbSession, digest: str, new: NewRequest) -> str | None:
     """The request the requester made with this idempotency key, if any (IdempotencyConflict: another body)."""
     if new.idempotency_key is None:
         return None
-    row = db.execute(select(ExternalRequest, InputRequest).join(
-        InputRequest, InputRequest.request_id == ExternalRequest.request_id).where(
+    found = db.execute(select(ExternalRequest.request_id, ExternalRequest.body_digest).where(
         ExternalRequest.requester_digest == digest, ExternalRequest.idempotency_key == new.idempotency_key,
     )).one_or_none()
-    if row is None:
+    if found is None:
         return None
-    external, request = row
-    if external.body_digest != new.digest():
+    request_id, body_digest = found
+    if body_digest != new.digest():
         raise IdempotencyConflict(
-            f"idempotency key {new.idempotency_key!r} was used for request {request.request_id}, with another body",
-            {"idempotencyKey": new.idempotency_key, "requestId": request.request_id})
-    return Opened(external_wire(db, request, external), False)
+            f"idempotency key {new.idempotency_key!r} was used for request {request_id}, with another body",
+            {"idempotencyKey": new.idempotency_key, "requestId": request_id})
+    return str(request_id)
 
 
-def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: NewRequest) -> dict[str, Any]:
-    """The request, in its place's session (or one of its own), with its `input.requested` event."""
+def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: NewRequest) -> str:
+    """The request, in its place's session (or one of its own), with its `input.requested` event; its id."""
     now = rt.now()
     if new.place is not None:
         session_id = session_at(rt, db, new.place.channel, new.place.address, requester)
@@ -135,7 +138,7 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     shown: dict[str, Any]
     if new.kind == "tool-approval":
         assert new.tool_name is not None and new.tool_input is not None
-        shown = {"prompt": new.prompt or f"Approve {new.tool_name}?", "options": [APPROVE, CANCEL],
+        shown = {"prompt": new.prompt or f"Approve {new.tool_name}?", "options": [APPROVE, DENY],
                  "allow_freeform": False, "display": "confirmation",
                  "action": {"kind": "tool-call", "callId": new_id("call"), "toolName": new.tool_name,
                             "input": new.tool_input}}
@@ -155,7 +158,7 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
                for principal_id in dict.fromkeys(new.approvers))
     db.flush()  # (a key used at the same moment fails here)
     emit_requested(db, session_id, None, [request], now)
-    return external_wire(db, request, external)
+    return request.request_id
 
 
 def cancel_external_request(rt: Runtime, request_id: str, principal: Principal) -> dict[str, Any]:
@@ -173,8 +176,7 @@ def cancel_external_request(rt: Runtime, request_id: str, principal: Principal) 
         if principal.authenticator != "operator" and not principal.same_as(requester):
             raise NotPermitted(f"only {requester.display_name}, who asked, or an operator may cancel this request",
                                {"requestId": request_id})
-        closed = close_request(rt, db, request_id, outcome="cancelled", response=None, responder=principal)
-        if closed is None:
+        if close_request(rt, db, request_id, outcome="cancelled", response=None, responder=principal) is None:
             raise RequestClosed(f"request {request_id} is no longer open (it was {request.outcome})",
                                 {"requestId": request_id, "outcome": request.outcome})
-        return external_wire(db, closed)
+    return get_request(rt, request_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -9,10 +10,12 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
-from .storage import APPROVE, CANCEL, new_id
+from .storage import APPROVE, DENY, new_id
 from .tables import ExternalRequest, InputRequest, RequestApprover, ToolCall
 
-OPTION_SYNONYMS = {"deny": "cancel"}
+OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
+"""A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
+request opened then, a Slack card posted then, a client written then)."""
 OPENED = "hitl_opened_requests"
 
 
@@ -61,7 +64,7 @@ def open_approval(
     db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
     now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text. The call's new
+    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text. The call's new
     state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
@@ -70,25 +73,35 @@ def open_approval(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
         prompt=prompt or f"Approve {title}?",
         action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
-        options=[APPROVE, CANCEL], allow_freeform=False, display="confirmation", requested_by=requested_by,
+        options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
     )
+
+
+def option_named(ids: Iterable[str], given: str) -> str | None:
+    """The id among `ids` that `given` names: itself (case-insensitive), else its synonym; None when none."""
+    known = list(ids)
+    for wanted in (given.lower(), OPTION_SYNONYMS.get(given.lower())):
+        match = next((i for i in known if i.lower() == wanted), None)
+        if match is not None:
+            return match
+    return None
 
 
 def request_wire(request: InputRequest) -> dict[str, Any]:
     return request_out(request).wire()
 
 
-def external_wire(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
-                  callback: bool = True) -> dict[str, Any]:
-    """An external request on the wire: the usual shape with its approvers (none: anyone its place admits), the
+def external_fields(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
+                    callback: bool = True) -> dict[str, Any]:
+    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits), the
     agent's idempotency key and metadata, and (with `callback`) its callback's delivery (null without a URL)."""
     external = external or db.get_one(ExternalRequest, request.request_id)
     approvers = db.execute(select(RequestApprover.principal_id).where(
         RequestApprover.request_id == request.request_id).order_by(RequestApprover.principal_id)).scalars()
-    shown = request_wire(request) | {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
-                                     "metadata": external.request_metadata}
-    return shown | {"callback": callback_state(external)} if callback else shown
+    fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
+              "metadata": external.request_metadata}
+    return fields | {"callback": callback_state(external)} if callback else fields
 
 
 def callback_state(external: ExternalRequest) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from .storage import (
     OptionsJSON,
     ToolCallsJSON,
     UTCDateTime,
+    digest_of,
     id_type,
     new_id,
 )
@@ -62,6 +63,7 @@ class Session(Base):
     channel: Mapped[str] = mapped_column(String(32))
     stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
+    initiator_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("initiator"))
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -74,6 +76,8 @@ class Session(Base):
     __table_args__ = (
         Index("ix_sessions_channel_address", "channel", "address"),
         Index("ix_sessions_created_at_id", "created_at", "id"),  # the session list's order, newest first
+        # a user's or an agent's sessions, newest first (engine/access.py)
+        Index("ix_sessions_initiator_digest_created_at", "initiator_digest", "created_at", "id"),
     )
 
     @hybrid_property
@@ -239,6 +243,8 @@ class RequestApprover(Base):
                                             primary_key=True)
     principal_id: Mapped[str] = mapped_column(String(200), primary_key=True)
 
+    __table_args__ = (Index("ix_request_approvers_principal_id", "principal_id"),)  # the requests one is asked
+
 
 class ResponseCandidate(Base):
     __tablename__ = "response_candidates"
@@ -248,6 +254,7 @@ class ResponseCandidate(Base):
         ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
     )
     responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
+    responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
@@ -256,6 +263,9 @@ class ResponseCandidate(Base):
     judged_at: Mapped[datetime | None] = mapped_column()
 
 
+# the requests a person already responded to (engine/access.py)
+Index("ix_response_candidates_responder_digest_request_id", ResponseCandidate.responder_digest,
+      ResponseCandidate.request_id)
 # the few candidates never judged, for sweep(): their process died while the response policy ran
 Index("ix_response_candidates_unjudged_created_at", ResponseCandidate.created_at,
       postgresql_where=ResponseCandidate.judged_at.is_(None), sqlite_where=ResponseCandidate.judged_at.is_(None))

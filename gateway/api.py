@@ -6,27 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from engine.conversation import cancel_turn, post_message
 from engine.external import cancel_external_request, open_external_request
 from engine.protocol import InputResponse, ResponseBody
-from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
+from engine.queries import (
+    events_after,
+    get_request,
+    list_requests,
+    list_sessions,
+    pending_inbox,
+    require_seen,
+    session_history,
+)
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
 
 from . import stream
-from .auth import current_principal
+from .auth import current_caller
 from .errors import ApiError, invalid_query
 from .external import parse_new_request, place
-from .schemas import MAX_WAIT, PAGE, NewSession, SessionInput, query_int
+from .schemas import MAX_PAGE, MAX_WAIT, PAGE, NewSession, SessionInput, page_limit, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-MAX_BODY_BYTES = 2**20
-"""The largest request body the API reads (a message or an answer is text for people: 1 MiB is plenty)."""
-
 
 def runtime() -> Runtime:
     rt: Runtime = current_app.extensions["hitl"]
@@ -53,17 +56,24 @@ def int_arg(name: str, default: int) -> int:
     return value
 
 
+def limit_arg() -> int:
+    """`?limit=`: a page of at most MAX_PAGE rows (PAGE when not given)."""
+    raw = request.args.get("limit")
+    if raw is None:
+        return PAGE
+    value = page_limit(raw)
+    if value is None:
+        raise invalid_query("limit", MAX_PAGE)
+    return value
+
+
 def json_body() -> Any:
-    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500,
-    and one over MAX_BODY_BYTES a 413, read no further."""
-    request.max_content_length = MAX_BODY_BYTES
+    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500
+    (a body over the limit is a 413: gateway.body_limit)."""
     try:
         return request.get_json(silent=True)
     except RecursionError:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
-    except RequestEntityTooLarge:
-        raise ApiError(413, "body_too_large", f"the request body may be at most {MAX_BODY_BYTES} bytes",
-                       {"maxBytes": MAX_BODY_BYTES}) from None
 
 
 def has_nul(value: Any) -> bool:
@@ -88,9 +98,16 @@ def refuse_nul_characters() -> None:
         raise ApiError(400, "invalid_text", "text may not contain NUL (\\u0000) characters")
 
 
+@bp.get("/me")
+def me() -> Response:
+    """Who this key acts as, and its role: what the console says it is acting as."""
+    caller = current_caller()
+    return jsonify({"principal": caller.principal.wire(), "role": caller.role})
+
+
 @bp.post("/sessions")
 def create_session() -> tuple[Response, int]:
-    principal = current_principal()
+    principal = current_caller().principal
     payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
     channel, address = "api", None
     if payload.channel is not None:
@@ -104,14 +121,17 @@ def create_session() -> tuple[Response, int]:
 
 @bp.get("/sessions")
 def sessions() -> Response:
-    current_principal()
-    return jsonify(list_sessions(runtime(), limit=int_arg("limit", PAGE), before=request.args.get("before")))
+    caller = current_caller()
+    return jsonify(list_sessions(runtime(), limit=limit_arg(), before=request.args.get("before"),
+                                 seen_by=caller.seen_by))
 
 
 @bp.post("/sessions/<session_id>/input")
 def session_input(session_id: str) -> tuple[Response, int]:
-    principal = current_principal()
+    caller = current_caller()
+    principal = caller.principal
     payload = SessionInput.model_validate(body(), by_alias=True, by_name=False)
+    require_seen(runtime(), caller.seen_by, session_id=session_id)
     if payload.message is not None:
         posted = post_message(runtime(), session_id, principal, payload.message, payload.turn_policy or "steer")
         return jsonify({"turnId": posted.turn_id, "effect": posted.effect,
@@ -123,15 +143,15 @@ def session_input(session_id: str) -> tuple[Response, int]:
 @bp.post("/sessions/<session_id>/cancel")
 def cancel(session_id: str) -> tuple[Response, int]:
     """Cancel the session's current turn, queued, running or waiting (409 when there is none)."""
-    principal = current_principal()
-    return jsonify({"turnId": cancel_turn(runtime(), session_id, principal)}), 202
+    caller = current_caller()
+    require_seen(runtime(), caller.seen_by, session_id=session_id)
+    return jsonify({"turnId": cancel_turn(runtime(), session_id, caller.principal)}), 202
 
 
 @bp.get("/sessions/<session_id>")
 def session(session_id: str) -> Response:
     """The latest turns of the session's history, or those before turn `before`; `next` pages further back."""
-    current_principal()
-    return jsonify(session_history(runtime(), session_id, before=request.args.get("before")))
+    return jsonify(session_history(runtime(), session_id, current_caller().seen_by, before=request.args.get("before")))
 
 
 @bp.get("/sessions/<session_id>/events")
@@ -139,54 +159,67 @@ def events(session_id: str) -> Response:
     """`{events: [...]}`, or a live Server-Sent Events stream when the client accepts text/event-stream."""
     if stream.wants_event_stream():
         return stream.event_stream(session_id)
-    current_principal()
-    return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0))})
+    caller = current_caller()
+    return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0), seen_by=caller.seen_by)})
+
+
+@bp.get("/inbox/events")
+def inbox_events() -> Response:
+    """Which requests the inbox's first page of pending ones holds (`{requestIds, next}`), or a live stream of it
+    (an `inbox` frame whenever it changes) when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.inbox_stream()
+    return jsonify(pending_inbox(runtime(), PAGE, current_caller().seen_by))
 
 
 @bp.get("/requests")
 def requests_inbox() -> Response:
-    current_principal()
+    caller = current_caller()
     status = request.args.get("status")
     if status not in (None, "pending", "resolved"):
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
     return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
-                                 limit=int_arg("limit", PAGE), after=request.args.get("after")))
+                                 limit=limit_arg(), after=request.args.get("after"), seen_by=caller.seen_by))
 
 
 @bp.post("/requests")
 def create_request() -> tuple[Response, int]:
     """An agent running elsewhere asks people: 201 with the request, or 200 with the one its idempotency key made."""
-    principal = current_principal()
-    opened = open_external_request(runtime(), principal, parse_new_request(runtime(), body()))
+    caller = current_caller()
+    caller.require(("agent", "operator"), "only an agent's or an operator's key opens requests")
+    opened = open_external_request(runtime(), caller.principal, parse_new_request(runtime(), body()))
     return jsonify(opened.request), 201 if opened.created else 200
 
 
 @bp.get("/requests/<request_id>")
 def one_request(request_id: str) -> Response:
     """The request; with `wait=N` (up to 60), as soon as it is no longer pending, or after N seconds."""
-    current_principal()
+    caller = current_caller()
     raw = request.args.get("wait")
     wait = 0 if raw is None else query_int(raw)
     if wait is None or wait > MAX_WAIT:
-        raise ApiError(400, "invalid_query", f"`wait` must be an integer from 0 to {MAX_WAIT}", {"parameter": "wait"})
+        raise invalid_query("wait", MAX_WAIT)
     if wait:
-        return jsonify(stream.long_poll(runtime(), request_id, wait))
-    return jsonify(get_request(runtime(), request_id))
+        return stream.long_poll(request_id, wait, caller.seen_by)
+    return jsonify(get_request(runtime(), request_id, caller.seen_by))
 
 
 @bp.post("/requests/<request_id>/cancel")
 def cancel_request(request_id: str) -> Response:
     """Close an external request `cancelled` (its agent, or an operator)."""
-    return jsonify(cancel_external_request(runtime(), request_id, current_principal()))
+    caller = current_caller()
+    require_seen(runtime(), caller.seen_by, request_id=request_id)
+    return jsonify(cancel_external_request(runtime(), request_id, caller.principal))
 
 
 @bp.patch("/requests/<request_id>")
 def answer_request(request_id: str) -> tuple[Response, int]:
     """200 when this response settled it, 202 when a response policy waits for more, 403 refused, 409 closed."""
-    principal = current_principal()
+    caller = current_caller()
     answer = ResponseBody.model_validate(body(), by_alias=True, by_name=False)
+    require_seen(runtime(), caller.seen_by, request_id=request_id)
     response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text)
-    [result] = submit_responses(runtime(), principal, [response])
+    [result] = submit_responses(runtime(), caller.principal, [response])
     if result.status == "settled":
         return jsonify(result.request.wire()), 200
     if result.status == "pending":

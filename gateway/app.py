@@ -7,7 +7,8 @@ from flask import Flask
 from engine.executors import InlineExecutor
 from engine.recovery import Sweeper
 
-from . import api, console, errors, github, health, metrics, openapi, slack, twilio
+from . import api, body_limit, console, errors, github, health, metrics, openapi, slack, twilio
+from .changes import Changes
 from .compose import build_runtime
 from .settings import Settings, load_settings
 
@@ -20,7 +21,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     rt = app.extensions["hitl"] = build_runtime(settings)
     if isinstance(rt.executor, InlineExecutor):  # embedded mode: no worker sweeps, so this process does
         app.extensions["hitl-sweeper"] = Sweeper(rt, settings.sweep_seconds).start()
+    app.extensions["hitl-changes"] = Changes(rt.db)  # what open event streams wait on (gateway/stream.py)
     errors.init_app(app)
+    body_limit.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(openapi.bp)

@@ -23,7 +23,7 @@ from engine.responses import submit_responses
 from engine.runtime import Runtime
 
 from .compose import build_runtime
-from .schemas import MAX_QUERY_INT, PAGE, query_int
+from .schemas import MAX_PAGE, PAGE, page_limit
 from .settings import ConfigurationError, load_settings
 from .stream import redact_access_token
 
@@ -55,16 +55,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     requests = commands.add_parser("requests", help="list input requests, oldest first")
     requests.add_argument("--status", choices=["pending", "resolved"], default=None)
     requests.add_argument("--session", default=None)
-    requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_PAGE})")
     requests.add_argument("--after", default=None, help="the next page: the request id the page before ended with")
     requests.add_argument("--json", action="store_true", help="print the page as the API answers it, {requests, next}")
     requests.set_defaults(handler=cmd_requests)
 
     answer = commands.add_parser("answer", help="answer a request as an operator")
     answer.add_argument("request_id")
-    answer.add_argument("choice", nargs="?", help="approve, cancel, or an option id")
+    answer.add_argument("choice", nargs="?", help="approve, deny, or an option id")
     answer.add_argument("--text", help="a free-text answer to a question")
-    answer.add_argument("--note", help="a note carried with cancel")
+    answer.add_argument("--note", help="a note carried with deny")
     answer.add_argument("--as", dest="operator", type=name, required=True,
                         help="the operator's name, for the audit trail")
     answer.set_defaults(handler=cmd_answer)
@@ -85,9 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def count(raw: str) -> int:
     """A number of rows, as the API takes it (a negative LIMIT is an error on PostgreSQL, none on SQLite)."""
-    value = query_int(raw)
+    value = page_limit(raw)
     if value is None:
-        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_QUERY_INT}, not {raw!r}")
+        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_PAGE}, not {raw!r}")
     return value
 
 
@@ -100,7 +100,7 @@ def name(raw: str) -> str:
 
 def add_operator_commands(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="list sessions, newest first, with their open requests")
-    sessions.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    sessions.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_PAGE})")
     sessions.add_argument("--before", default=None, help="the next page: the session id the page before ended with")
     sessions.set_defaults(handler=cmd_sessions)
 
@@ -209,7 +209,7 @@ def cmd_requests(args: argparse.Namespace) -> None:
 
 def cmd_answer(args: argparse.Namespace) -> None:
     if (args.choice is None) == (args.text is None):
-        raise ConfigurationError("give exactly one of an option (approve, cancel, ...) or --text")
+        raise ConfigurationError("give exactly one of an option (approve, deny, ...) or --text")
     response = InputResponse(request_id=args.request_id, option_id=args.choice, text=args.text or args.note)
     rt = runtime()
     [result] = submit_responses(rt, operator_principal(args.operator), [response])

@@ -18,7 +18,7 @@ from engine.inbound import NOTICE
 from engine.runtime import Runtime
 from engine.tables import Inbound, InputRequest, PrunedInbound, Run, Turn
 
-from .auth import current_principal
+from .auth import current_caller
 
 bp = Blueprint("metrics", __name__)
 
@@ -58,7 +58,7 @@ def number(value: float) -> str:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    current_principal()
+    current_caller().require_operator("only an operator's key may read the metrics: they count every session")
     rt: Runtime = current_app.extensions["hitl"]
     return Response("".join(family.render() for family in collect(rt)), content_type=CONTENT_TYPE)
 

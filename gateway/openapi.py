@@ -26,10 +26,13 @@ from .schemas import (
     ExternalInputRequest,
     Health,
     HistoryQuery,
+    InboxRequest,
     InputRequest,
+    Me,
     MessagePosted,
     NewRequest,
     NewSession,
+    PendingInbox,
     RequestList,
     RequestQuery,
     RequestsQuery,
@@ -39,6 +42,7 @@ from .schemas import (
     SessionInput,
     SessionList,
     SessionsQuery,
+    StreamQuery,
     TurnCancelled,
 )
 
@@ -50,11 +54,12 @@ SSE = "text/event-stream"
 PROMETHEUS = "text/plain; version=0.0.4"
 
 ERRORS = {
-    400: "Malformed body, unknown keys, or a bad query parameter",
+    400: "Malformed body, unknown keys, or a bad query parameter (`limit` above 500 too)",
     401: "Missing or wrong API key",
-    403: "Not a loopback client (or a Host or Origin not its own) while no API keys are set, (answers) a response "
-         "the policy refused, or (cancel) another person's turn or another agent's request",
-    404: "Unknown session or request",
+    403: "Not a loopback client (or a Host or Origin not its own, or one a proxy forwards) while no API keys are "
+         "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn or another "
+         "agent's request, (new request) a user's key, or (metrics) a key that is not an operator's",
+    404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md)",
     409: "The request is no longer open, (cancel) the session has no turn to cancel or the request is an agent's in "
          "the gateway, or (new request) its idempotency key was used with another body",
     413: "A body over 1 MiB",
@@ -83,9 +88,10 @@ class Route:
 
 
 ROUTES = (
+    Route("/api/me", "get", "Who this key acts as, and its role (operator, user or agent)", {200: {JSON: Me}}),
     Route("/api/sessions", "post", "Open a session; a message starts its first turn",
           {201: {JSON: SessionCreated}}, (*AUTH, 422), body=NewSession),
-    Route("/api/sessions", "get", "Sessions, newest first, with their number of open requests",
+    Route("/api/sessions", "get", "Sessions this key sees, newest first, with their number of open requests",
           {200: {JSON: SessionList}}, query=SessionsQuery),
     Route("/api/sessions/{sessionId}/input", "post", "A message (answers, steers or queues), or answers to requests",
           {202: {JSON: MessagePosted | ResponseResults}}, (*AUTH, 404, 409, 422), body=SessionInput),
@@ -97,13 +103,17 @@ ROUTES = (
     Route("/api/sessions/{sessionId}/events", "get", "The session's events after `seq`, in order",
           {200: {JSON: EventList, SSE: str}}, (*AUTH, 404), query=EventsQuery, headers=EventsHeaders,
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
-    Route("/api/requests", "get", "The operator inbox: input requests, oldest first",
+    Route("/api/requests", "get", "The inbox: the input requests this key is asked (an operator's: all), oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
+    Route("/api/inbox/events", "get", "Which requests the inbox's first page of pending ones holds",
+          {200: {JSON: PendingInbox, SSE: str}}, query=StreamQuery,
+          notes={200: "JSON, or with `Accept: text/event-stream` a live stream: an `inbox` event with the same "
+                      "document at once and whenever it changes (a request opens or closes)"}),
     Route("/api/requests", "post", "An agent running elsewhere asks people: a tool approval or a question",
           {201: {JSON: ExternalInputRequest}, 200: {JSON: ExternalInputRequest}}, (*AUTH, 409, 422), body=NewRequest,
           notes={201: "Opened", 200: "The request this idempotency key opened before, as it is now"}),
     Route("/api/requests/{requestId}", "get", "One input request; with `wait`, a long-poll until it closes",
-          {200: {JSON: InputRequest | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
+          {200: {JSON: InboxRequest | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
           notes={200: "The request (an external one with its approvers, metadata and callback)"}),
     Route("/api/requests/{requestId}/cancel", "post", "Close an external request `cancelled` (its agent, or an "
           "operator)", {200: {JSON: ExternalInputRequest}}, (*AUTH, 404, 409)),
@@ -134,7 +144,8 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "hitl-gateway", "version": version("hitl-gateway"),
             "description": "Agent turns that pause durably for people. JSON in camelCase; errors are "
-            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key.",
+            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key. A key "
+            "of the user or agent role sees only its own sessions and requests; anything else is a 404.",
         },
         "paths": paths,
         "components": {

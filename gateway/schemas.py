@@ -15,7 +15,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from engine.defaults import HISTORY_TURNS
-from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
+from engine.protocol import InputRequestOut, InputResponse, Principal, Role, StrictWireModel, WireModel
 
 MAX_QUERY_INT = 2**31 - 1
 """The largest integer a query parameter (`limit`, `after`) takes: every database stores it."""
@@ -136,6 +136,9 @@ class NewRequest(StrictWireModel):
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
 PAGE = 100
 """Sessions or requests per page of a list, unless the client asks for another `limit`."""
+MAX_PAGE = 500
+"""The largest `limit` a list takes (the API's and the CLI's): a page is read, and answered, whole."""
+PageLimit = Annotated[int, Field(ge=0, le=MAX_PAGE)]
 
 
 def query_int(raw: str) -> int | None:
@@ -143,8 +146,14 @@ def query_int(raw: str) -> int | None:
     return int(raw) if raw.isascii() and raw.isdigit() and int(raw) <= MAX_QUERY_INT else None
 
 
+def page_limit(raw: str) -> int | None:
+    """`raw` as a PageLimit, or None when it is not one."""
+    value = query_int(raw)
+    return value if value is not None and value <= MAX_PAGE else None
+
+
 class SessionsQuery(WireModel):
-    limit: QueryInt = Field(PAGE, description="at most this many sessions")
+    limit: PageLimit = Field(PAGE, description=f"at most this many sessions (up to {MAX_PAGE})")
     before: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
@@ -152,11 +161,14 @@ class HistoryQuery(WireModel):
     before: Omittable[str] = omitted("the earlier turns: the `next` of the page before")
 
 
-class EventsQuery(WireModel):
-    after: QueryInt = Field(0, description="only events with a greater `seq`")
+class StreamQuery(WireModel):
     access_token: Omittable[str] = omitted(
         "event streams only: an API key, for EventSource clients", alias="access_token"
     )
+
+
+class EventsQuery(StreamQuery):
+    after: QueryInt = Field(0, description="only events with a greater `seq`")
 
 
 class EventsHeaders(WireModel):
@@ -177,11 +189,18 @@ class RequestQuery(WireModel):
 class RequestsQuery(WireModel):
     status: Omittable[Literal["pending", "resolved"]] = omitted()
     session_id: Omittable[str] = omitted("only this session's requests")
-    limit: QueryInt = Field(PAGE, description="at most this many requests")
+    limit: PageLimit = Field(PAGE, description=f"at most this many requests (up to {MAX_PAGE})")
     after: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
 # -- responses -----------------------------------------------------------------------------------------
+
+
+class Me(WireModel):
+    """Who the caller acts as, and what its key may do (docs/access.md)."""
+
+    principal: Principal
+    role: Role
 
 
 class SessionCreated(WireModel):
@@ -189,8 +208,12 @@ class SessionCreated(WireModel):
     turn_id: str | None = Field(None, description="present when a message started the first turn")
 
 
+TITLE = "the session's first message on one line, cut to 80 characters with an ellipsis; null before its first"
+
+
 class SessionSummary(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     channel: str
     status: str
@@ -209,6 +232,14 @@ class InputRequest(InputRequestOut):
     """An InputRequest (DESIGN.md section 4)."""
 
 
+class InboxRequest(InputRequest):
+    """An InputRequest as the inbox lists it: with its session's title, agent and channel."""
+
+    title: str | None = Field(description=TITLE)
+    agent: str = Field(description="the session's agent")
+    channel: str = Field(description="the session's channel: api, slack, twilio or github")
+
+
 class CallbackState(WireModel):
     status: Literal["waiting", "sending", "retrying", "delivered", "failed"]
     attempts: int
@@ -216,7 +247,7 @@ class CallbackState(WireModel):
     next_attempt_at: datetime | None
 
 
-class ExternalInputRequest(InputRequest):
+class ExternalInputRequest(InboxRequest):
     """An external request (POST /api/requests): an InputRequest with no turn, and what its agent gave."""
 
     approvers: list[str] = Field(description="who may settle it (none: anyone its place admits); operators too")
@@ -282,6 +313,7 @@ class TurnOut(WireModel):
 
 class SessionHistory(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     status: str
     channel: str
@@ -309,8 +341,15 @@ class EventList(WireModel):
 
 
 class RequestList(WireModel):
-    requests: list[InputRequest]
+    requests: list[InboxRequest]
     next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
+
+
+class PendingInbox(WireModel):
+    """Which requests the inbox's first page of pending ones holds (GET /api/requests?status=pending)."""
+
+    request_ids: list[str] = Field(description="oldest first, at most 100")
+    next: str | None = Field(description="the last id when more requests are pending, else null")
 
 
 class ResponseResult(WireModel):

@@ -31,7 +31,13 @@ from tests.support.services import require_postgres, require_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_AGENT = "tests.support.agent:agent"
-API_KEYS = {"alice-key": "alice", "bob-key": "bob", "carol-key": "carol"}
+KEYS = {
+    "alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdefgh", "carol": "carol-key-0123456789abcdef",
+    "bob:operator": "bob-operator-key-0123456789", "bot:agent": "bot-agent-key-0123456789ab",
+}
+"""The test keys, by who they act as (`principalId[:role]`): users alice, bob and carol; bob as an operator
+(for an approval only bob may give, whatever session it is in); an agent, bot."""
+API_KEYS = {key: who for who, key in KEYS.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +60,7 @@ class Stack:
     def client(self, who: str | None = "alice") -> FlaskClient:
         client = self.app.test_client()
         if who is not None:
-            key = next(k for k, v in API_KEYS.items() if v == who)
-            client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+            client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {KEYS[who]}"
         return client
 
     def settle(self, timeout: float = 60.0) -> None:

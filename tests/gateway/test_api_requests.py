@@ -3,6 +3,8 @@ ask people through the REST API (SQLite + in-process jobs: nothing here depends 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -10,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask.testing import FlaskClient
 
+from gateway.asgi import FlaskOnAsgi
 from gateway.settings import ConfigurationError, load_settings
-from tests.conftest import Stack, sqlite_settings
+from tests.conftest import KEYS, Stack, sqlite_settings
 from tests.gateway.test_api import expect_error
+from tests.gateway.test_asgi import Client
 from tests.support.fake_channel import RecordingChannel
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -36,13 +39,14 @@ def api(tmp_path: Path) -> Iterator[Stack]:
     stack.close()
 
 
-def nothing_stored(client: FlaskClient) -> None:
-    assert client.get("/api/sessions").get_json()["sessions"] == []
-    assert client.get("/api/requests").get_json()["requests"] == []
+def nothing_stored(stack: Stack) -> None:
+    operator = stack.client("bob:operator")  # who sees everything
+    assert operator.get("/api/sessions").get_json()["sessions"] == []
+    assert operator.get("/api/requests").get_json()["requests"] == []
 
 
 def test_a_tool_approval_is_opened_201_with_its_session(api: Stack) -> None:
-    response = api.client("bob").post("/api/requests", json={**APPROVAL, "to": {"channel": "fake",
+    response = api.client("bot:agent").post("/api/requests", json={**APPROVAL, "to": {"channel": "fake",
                                                                                  "address": {"room": "ops"}}})
 
     assert response.status_code == 201, response.get_data(as_text=True)
@@ -51,23 +55,46 @@ def test_a_tool_approval_is_opened_201_with_its_session(api: Stack) -> None:
         "tool-approval", "pending", None, "Approve refund_charge?")
     assert request["action"]["input"] == {"charge": "ch_1", "amount": 20}
     assert (request["approvers"], request["metadata"], request["callback"]) == (["alice"], {"ticket": 7}, None)
-    session = api.client("bob").get(f"/api/sessions/{request['sessionId']}").get_json()
+    session = api.client("bot:agent").get(f"/api/sessions/{request['sessionId']}").get_json()
     assert (session["channel"], session["address"], session["initiator"]["principalId"]) == ("fake", "fake:ops:",
-                                                                                           "bob")
+                                                                                           "bot")
     api.settle()
     assert [c[:2] for c in api.rt.channels["fake"].calls] == [("show", request["requestId"])]  # type: ignore[attr-defined]
 
 
-def test_an_approver_answers_it_through_the_api_and_others_are_refused(api: Stack) -> None:
-    request = api.client("bob").post("/api/requests", json=APPROVAL).get_json()
+def test_only_an_agents_or_an_operators_key_opens_a_request(api: Stack) -> None:
+    error = expect_error(api.client("alice").post("/api/requests", json=APPROVAL), 403, "not_permitted")
+
+    assert error["details"] == {"role": "user"}
+    assert api.client("bob:operator").post("/api/requests", json=APPROVAL).status_code == 201
+    assert api.client("bob:operator").get("/api/requests").get_json()["requests"][0]["requestedBy"]["principalId"] \
+        == "bob"
+
+
+def test_an_approver_sees_and_answers_it_and_other_users_do_not_see_it(api: Stack) -> None:
+    request = api.client("bot:agent").post("/api/requests", json=APPROVAL).get_json()
     one = f"/api/requests/{request['requestId']}"
 
-    expect_error(api.client("carol").patch(one, json={"optionId": "approve"}), 403, "response_refused")
+    assert api.client("carol").get("/api/requests").get_json()["requests"] == []
+    expect_error(api.client("carol").patch(one, json={"optionId": "approve"}), 404, "not_found")
+    assert [r["requestId"] for r in api.client("alice").get("/api/requests").get_json()["requests"]] == [
+        request["requestId"]]
+    expect_error(api.client("bot:agent").patch(one, json={"optionId": "approve"}), 403, "not_permitted")
     approved = api.client("alice").patch(one, json={"optionId": "approve"})
 
     assert approved.status_code == 200
     assert (approved.get_json()["outcome"], approved.get_json()["responder"]["principalId"]) == ("approved", "alice")
-    assert api.client("bob").get(one).get_json()["outcome"] == "approved"
+    assert api.client("bot:agent").get(one).get_json()["outcome"] == "approved"  # its agent sees it
+
+
+def test_bob_as_an_operator_settles_what_he_is_not_named_for(api: Stack) -> None:
+    request = api.client("bot:agent").post("/api/requests", json=APPROVAL).get_json()
+
+    expect_error(api.client("bob").patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"}),
+                 404, "not_found")
+    settled = api.client("bob:operator").patch(f"/api/requests/{request['requestId']}", json={"optionId": "deny"})
+
+    assert (settled.status_code, settled.get_json()["outcome"]) == (200, "denied")
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -109,7 +136,7 @@ def test_an_approver_answers_it_through_the_api_and_others_are_refused(api: Stac
 ])
 def test_a_body_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothing(api: Stack, change: dict[str, Any],
                                                                               field: str) -> None:
-    client = api.client("bob")
+    client = api.client("bot:agent")
     body = {key: value for key, value in {**APPROVAL, **change}.items() if value is not None}
 
     error = expect_error(client.post("/api/requests", json=body), 422, error_code(change, field))
@@ -117,7 +144,7 @@ def test_a_body_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothing(a
     named = [d["field"] for d in error["details"]] if isinstance(error["details"], list) else [
         error["details"]["field"]]
     assert field in named, error
-    nothing_stored(client)
+    nothing_stored(api)
 
 
 def error_code(change: dict[str, Any], field: str) -> str:
@@ -130,41 +157,41 @@ def error_code(change: dict[str, Any], field: str) -> str:
 def test_a_callback_url_without_a_callback_secret_is_a_422(tmp_path: Path) -> None:
     stack = Stack("sqlite", sqlite_settings(tmp_path))
     try:
-        client = stack.client("bob")
+        client = stack.client("bot:agent")
         error = expect_error(client.post("/api/requests", json={**APPROVAL, "callbackUrl": "https://hooks.test/x"}),
                              422, "invalid_input")
         assert error["details"] == {"field": "callbackUrl"} and "HITL_CALLBACK_SECRET" in error["message"]
-        nothing_stored(client)
+        nothing_stored(stack)
     finally:
         stack.close()
 
 
 def test_the_same_idempotency_key_answers_200_with_the_request_as_it_is_now(api: Stack) -> None:
-    bob = api.client("bob")
+    bot = api.client("bot:agent")
     keyed = {**QUESTION, "idempotencyKey": "plan-7"}
-    first = bob.post("/api/requests", json=keyed)
+    first = bot.post("/api/requests", json=keyed)
     api.client("alice").patch(f"/api/requests/{first.get_json()['requestId']}", json={"optionId": "pro"})
 
-    again = bob.post("/api/requests", json=keyed)
-    other = bob.post("/api/requests", json={**keyed, "prompt": "Which plan, really?"})
-    carols = api.client("carol").post("/api/requests", json=keyed)
+    again = bot.post("/api/requests", json=keyed)
+    other = bot.post("/api/requests", json={**keyed, "prompt": "Which plan, really?"})
+    bobs = api.client("bob:operator").post("/api/requests", json=keyed)
 
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.get_json()["requestId"] == first.get_json()["requestId"]
     assert (again.get_json()["outcome"], again.get_json()["response"]["optionId"]) == ("answered", "pro")
     error = expect_error(other, 409, "idempotency_conflict")
     assert error["details"]["requestId"] == first.get_json()["requestId"]
-    assert carols.status_code == 201 and carols.get_json()["requestId"] != first.get_json()["requestId"]
+    assert bobs.status_code == 201 and bobs.get_json()["requestId"] != first.get_json()["requestId"]
 
 
 def test_a_long_poll_answers_as_soon_as_the_request_closes(api: Stack) -> None:
-    request = api.client("bob").post("/api/requests", json=QUESTION).get_json()
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
     one = f"/api/requests/{request['requestId']}"
     answer = threading.Timer(0.5, lambda: api.client("alice").patch(one, json={"optionId": "basic"}))
 
     answer.start()
     started = time.monotonic()
-    polled = api.client("bob").get(one, query_string={"wait": 20})
+    polled = api.client("bot:agent").get(one, query_string={"wait": 20})
     took = time.monotonic() - started
     answer.join()
 
@@ -174,10 +201,10 @@ def test_a_long_poll_answers_as_soon_as_the_request_closes(api: Stack) -> None:
 
 
 def test_a_long_poll_of_a_request_still_pending_answers_after_wait_seconds(api: Stack) -> None:
-    request = api.client("bob").post("/api/requests", json=QUESTION).get_json()
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
 
     started = time.monotonic()
-    polled = api.client("bob").get(f"/api/requests/{request['requestId']}?wait=1")
+    polled = api.client("bot:agent").get(f"/api/requests/{request['requestId']}?wait=1")
 
     assert polled.status_code == 200 and polled.get_json()["status"] == "pending"
     assert 1 <= time.monotonic() - started < 3
@@ -185,25 +212,25 @@ def test_a_long_poll_of_a_request_still_pending_answers_after_wait_seconds(api: 
 
 @pytest.mark.parametrize("wait", ["61", "-1", "1.5", "soon"])
 def test_a_wait_that_is_not_0_to_60_seconds_is_a_400(api: Stack, wait: str) -> None:
-    request = api.client("bob").post("/api/requests", json=QUESTION).get_json()
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
 
-    error = expect_error(api.client("bob").get(f"/api/requests/{request['requestId']}?wait={wait}"), 400,
+    error = expect_error(api.client("bot:agent").get(f"/api/requests/{request['requestId']}?wait={wait}"), 400,
                          "invalid_query")
 
     assert error["details"] == {"parameter": "wait"}
 
 
 def test_its_agent_cancels_it_and_nobody_else_may(api: Stack) -> None:
-    request = api.client("bob").post("/api/requests", json=QUESTION).get_json()
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
     cancel = f"/api/requests/{request['requestId']}/cancel"
 
     expect_error(api.client("carol").post(cancel), 403, "not_permitted")
-    cancelled = api.client("bob").post(cancel)
-    expect_error(api.client("bob").post(cancel), 409, "request_closed")
+    cancelled = api.client("bot:agent").post(cancel)
+    expect_error(api.client("bot:agent").post(cancel), 409, "request_closed")
 
     assert cancelled.status_code == 200
-    assert (cancelled.get_json()["outcome"], cancelled.get_json()["responder"]["principalId"]) == ("cancelled", "bob")
-    expect_error(api.client("bob").post("/api/requests/req_nope/cancel"), 404, "not_found")
+    assert (cancelled.get_json()["outcome"], cancelled.get_json()["responder"]["principalId"]) == ("cancelled", "bot")
+    expect_error(api.client("bot:agent").post("/api/requests/req_nope/cancel"), 404, "not_found")
 
 
 def test_a_callback_secret_not_in_its_whsec_form_stops_start_up_without_showing_it(
@@ -215,3 +242,37 @@ def test_a_callback_secret_not_in_its_whsec_form_stops_start_up_without_showing_
 
     assert "HITL_CALLBACK_SECRET" in str(stopped.value) and "whsec_" in str(stopped.value)
     assert "hunter2" not in str(stopped.value)
+
+
+def test_a_request_of_the_console_without_approvers_is_every_users(api: Stack) -> None:
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
+
+    listed = api.client("carol").get("/api/requests?status=pending").get_json()["requests"]
+    answered = api.client("carol").patch(f"/api/requests/{request['requestId']}", json={"optionId": "pro"})
+
+    assert [r["requestId"] for r in listed] == [request["requestId"]]
+    assert (answered.status_code, answered.get_json()["responder"]["principalId"]) == (200, "carol")
+
+
+def test_long_polls_under_the_asgi_worker_hold_no_thread(api: Stack) -> None:
+    """One pool thread: three long-polls wait on the event loop, /healthz is answered meanwhile, and each gets
+    the request once it is answered."""
+    request = api.client("bot:agent").post("/api/requests", json=QUESTION).get_json()
+    app = FlaskOnAsgi(api.app, threads=1)
+    bot = [(b"authorization", f"Bearer {KEYS['bot:agent']}".encode())]
+
+    async def scenario() -> list[Client]:
+        polls = [Client(app, "GET", f"/api/requests/{request['requestId']}", bot, query=b"wait=30") for _ in range(3)]
+        await asyncio.sleep(0.5)
+        health = Client(app, "GET", "/healthz")
+        await asyncio.wait_for(health.task, 5)
+        assert health.status == 200 and not any(poll.task.done() for poll in polls)
+        await asyncio.to_thread(api.client("alice").patch, f"/api/requests/{request['requestId']}",
+                                json={"optionId": "basic"})
+        await asyncio.wait_for(asyncio.gather(*(poll.task for poll in polls)), 5)
+        return polls
+
+    for poll in asyncio.run(scenario()):
+        assert poll.status == 200
+        assert dict(poll.sent[0]["headers"])[b"content-type"] == b"application/json"
+        assert json.loads(poll.body)["outcome"] == "answered"

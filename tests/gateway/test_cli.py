@@ -260,18 +260,18 @@ def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any
     assert (candidate["responder"], candidate["outcome"]) == (OPERATOR_OPS, "allowed")
 
 
-def test_answer_cancel_with_a_note(hitl: Any, embedded: Stack) -> None:
+def test_answer_deny_with_a_note(hitl: Any, embedded: Stack) -> None:
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
 
-    done = hitl("answer", request["requestId"], "cancel", "--note", "no", "--as", "ops")
+    done = hitl("answer", request["requestId"], "deny", "--note", "no", "--as", "ops")
 
     assert done.code == 0, done.message
     assert done.json()["request"]["outcome"] == "denied"
-    assert done.json()["request"]["response"] == {"optionId": "cancel", "text": "no"}
+    assert done.json()["request"]["response"] == {"optionId": "deny", "text": "no"}
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
-    assert "Cancelled by ops: no" in turn["result"]
+    assert "Denied by ops: no" in turn["result"]
     assert refunds() == []
 
 
@@ -420,8 +420,10 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
     ("REDIS_URL", "localhost:6379", "REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
     ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: Value error, must be one of read, triage, write, "
                                        "maintain, admin, none, any"),
-    ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like key=principalId, and "
-                                              "entry 2 does not"),
+    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like "
+     "key=principalId or key=principalId:role (role: operator, user or agent), and entry 2 does not"),
+    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,short-secret=bob:operator",
+     "HITL_API_KEYS: Value error, the key of entry 2 is shorter than 24 characters"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str, value: str, problem: str) -> None:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'hitl.db'}", "REDIS_URL": "", name: value}
@@ -431,7 +433,7 @@ def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hitl: bad settings: {problem}"), done.stderr
-    assert "Traceback" not in done.stderr and "k-2-secret" not in done.stderr  # an API key is never echoed
+    assert "Traceback" not in done.stderr and "secret" not in done.stderr  # an API key is never echoed
 
 
 @pytest.mark.parametrize(("url", "problem"), [

@@ -95,14 +95,17 @@ def test_sessions_with_a_bad_cursor_prints_only_the_error(app: Stack, capsys: py
     assert capsys.readouterr().out == ""  # no table header over nothing
 
 
-@pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "99999999999"])
-def test_sessions_takes_the_limits_the_api_takes(app: Stack, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it."""
+@pytest.mark.parametrize("command", ["sessions", "requests"])
+@pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "501", "99999999999"])
+def test_lists_take_the_limits_the_api_takes(app: Stack, command: str, limit: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it; a page is
+    at most 500 rows, as in the API."""
     with pytest.raises(SystemExit) as exited:
-        main(["sessions", "--limit", limit])
+        main([command, "--limit", limit])
 
     assert exited.value.code == 2
-    assert f"argument --limit: an integer from 0 to 2147483647, not '{limit}'" in capsys.readouterr().err
+    assert f"argument --limit: an integer from 0 to 500, not '{limit}'" in capsys.readouterr().err
 
 
 def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app: Stack) -> None:
@@ -193,7 +196,7 @@ def test_resume_a_queued_turn_whose_job_was_lost(hitl: Hitl, app: Stack) -> None
 def test_resume_refuses_turns_it_cannot_help(hitl: Hitl, app: Stack) -> None:
     done_sid, done_turn = app.start(LOOKUP)
     waiting_sid, waiting_turn = app.start(REFUND)
-    behind = app.client("bob").post(f"/api/sessions/{waiting_sid}/input", json={"message": LOOKUP})
+    behind = app.client("bob:operator").post(f"/api/sessions/{waiting_sid}/input", json={"message": LOOKUP})
     assert behind.get_json()["effect"] == "queued"  # someone else's message waits for alice's turn to end
     queued_turn = behind.get_json()["turnId"]
 

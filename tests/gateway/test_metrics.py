@@ -21,7 +21,7 @@ BROKEN_MODEL = json.dumps({"steps": [[{"name": "lookup"}]]})  # a step without i
 
 def scrape(stack: Stack) -> dict[str, float]:
     """Every sample of one scrape, keyed by `name{labels}`."""
-    response = stack.client().get("/metrics")
+    response = stack.client("bob:operator").get("/metrics")
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.content_type == "text/plain; version=0.0.4; charset=utf-8"
     samples = {}
@@ -116,10 +116,10 @@ def test_pruned_deliveries_still_count(stack: Stack) -> None:
     assert samples['hitl_webhook_duplicates_total{channel="twilio"}'] == 0
 
 
-def test_metrics_are_prometheus_text_behind_the_api_key(stack: Stack) -> None:
+def test_metrics_are_prometheus_text_behind_an_operators_api_key(stack: Stack) -> None:
     assert stack.client(None).get("/metrics").status_code == 401
 
-    text = stack.client().get("/metrics").get_data(as_text=True)
+    text = stack.client("bob:operator").get("/metrics").get_data(as_text=True)
 
     lines = text.splitlines()
     for family in ("hitl_input_requests_total", "hitl_input_request_decision_seconds", "hitl_turns"):

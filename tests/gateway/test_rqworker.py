@@ -26,7 +26,7 @@ from engine.sessions import open_session
 from gateway.compose import build_runtime
 from gateway.rqworker import WORKER_CLASSES
 from gateway.settings import Settings
-from tests.conftest import TEST_AGENT, Stack, WorkerProcess, children, truncate_all, worker_env
+from tests.conftest import API_KEYS, TEST_AGENT, Stack, WorkerProcess, children, truncate_all, worker_env
 from tests.support.agent import read_ledger, script, started, wait_for
 
 PROMPT = 5.0
@@ -75,7 +75,7 @@ def test_a_sigterm_to_every_process_lets_the_running_job_finish(name: str, postg
     truncate_all(postgres_url)
     queue = f"term-{uuid.uuid4().hex[:12]}"
     stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
-                                       agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
+                                       agent=TEST_AGENT, api_keys=API_KEYS))
     worker = WorkerProcess(worker_env(postgres_url, redis_url, queue, HITL_WORKER_CLASS=name),
                            tmp_path / "worker.log")
     try:

@@ -7,12 +7,13 @@
   of the body it was made with, the agent's metadata, and its callback (URL, delivery status, attempts, last
   error, when the next attempt is due), with a partial index holding only the callbacks owed, which the sweep
   reads;
-* `request_approvers`: the principal ids named in its `approvers`, any one of whom may settle it.
+* `request_approvers`: the principal ids named in its `approvers`, any one of whom may settle it, indexed by
+  principal id (the requests a key is asked, engine/access.py).
 
 A downgrade deletes the external requests (their rows could not stand without a turn).
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 """
 
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0007"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -66,9 +67,11 @@ def upgrade() -> None:
                                 name=op.f("fk_request_approvers_request_id_input_requests"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("request_id", "principal_id", name=op.f("pk_request_approvers")),
     )
+    op.create_index("ix_request_approvers_principal_id", "request_approvers", ["principal_id"], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index("ix_request_approvers_principal_id", table_name="request_approvers")
     op.drop_table("request_approvers")
     op.drop_index("ix_external_requests_callback_due_at", table_name="external_requests")
     op.drop_table("external_requests")
