@@ -245,8 +245,21 @@ def cmd_show(args: argparse.Namespace) -> None:
           f"started {timestamp(history['createdAt'])} by {who(history['initiator'])}")
     for turn in history["turns"]:
         print_turn(turn)
+    if history["requests"]:
+        print("\nrequests of agents elsewhere (no turn)")
+        print_requests(history["requests"])
     if history["next"]:
         print(f"earlier turns: add --before {history['next']}", file=sys.stderr)
+
+
+def print_requests(requests: list[dict[str, Any]]) -> None:
+    for request in requests:
+        outcome = f"{request['outcome']} by {who(request['responder'])}" if request["outcome"] else "open"
+        print(f"  request {request['requestId']} {request['kind']}: {request['prompt']}  [{outcome}]")
+        for c in request["candidates"]:
+            said = " ".join(filter(None, [c["decision"], c["text"]])) or "-"
+            reason = f" ({c['reason']})" if c["reason"] else ""
+            print(f"    response from {who(c['responder'])}: {said} -> {c['outcome']}{reason}")
 
 
 def print_turn(turn: dict[str, Any]) -> None:
@@ -254,13 +267,7 @@ def print_turn(turn: dict[str, Any]) -> None:
     print(f"  input: {turn['input']}")
     for run in turn["runs"]:
         print(f"  run {run['seq']} {run['status']:11} {timestamp(run['startedAt'])} -> {timestamp(run['endedAt'])}")
-    for request in turn["requests"]:
-        outcome = f"{request['outcome']} by {who(request['responder'])}" if request["outcome"] else "open"
-        print(f"  request {request['requestId']} {request['kind']}: {request['prompt']}  [{outcome}]")
-        for c in request["candidates"]:
-            said = " ".join(filter(None, [c["decision"], c["text"]])) or "-"
-            reason = f" ({c['reason']})" if c["reason"] else ""
-            print(f"    response from {who(c['responder'])}: {said} -> {c['outcome']}{reason}")
+    print_requests(turn["requests"])
     for call in turn["toolCalls"]:
         print(f"  call {call['toolName']} {json.dumps(call['input'])} -> {call['status']}")
     if turn["result"] is not None:

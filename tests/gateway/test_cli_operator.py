@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.defaults import HISTORY_TURNS
+from engine.external import NewRequest, open_external_request
 from engine.protocol import api_key_principal
 from engine.runtime import Runtime
 from engine.sessions import open_session
@@ -127,6 +128,20 @@ def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app:
     assert responses[0].startswith("response from bob (api-key): approve -> rejected (")
     assert responses[1] == "response from alice (api-key): approve -> allowed"
     assert 'call refund {"charge_id": "ch_1", "amount": 20} -> completed' in lines
+
+
+def test_show_lists_the_requests_of_agents_elsewhere_after_the_turns(hitl: Hitl, app: Stack) -> None:
+    opened = open_external_request(app.rt, api_key_principal("bot", "agent"), NewRequest(
+        kind="tool-approval", tool_name="refund_charge", tool_input={"charge": "ch_1"}, approvers=["carol"]))
+    rid, sid = opened.request["requestId"], opened.request["sessionId"]
+    assert hitl("answer", rid, "approve", "--as", "root")[0] == 0
+
+    code, out = hitl("show", sid)
+
+    lines = [line.strip() for line in out.splitlines()]
+    assert code == 0 and "requests of agents elsewhere (no turn)" in lines
+    assert f"request {rid} tool-approval: Approve refund_charge?  [approved by root (operator)]" in lines
+    assert "response from root (operator): approve -> allowed" in lines
 
 
 def test_show_json_is_the_history_document(hitl: Hitl, app: Stack) -> None:
