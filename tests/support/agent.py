@@ -4,7 +4,8 @@ Its model reads the turn's latest user message as a script: `{"steps": [[{"name"
 "final": "..."}`; each model call plays the next step, then it answers `final` followed by every tool
 result of the turn, so a test can read what the model saw. A message that is not a script gets
 "noted: <message>". Tools append what they did to the ledger file
-named by HITL_TEST_LEDGER, which the test process and worker processes share.
+named by HITL_TEST_LEDGER, which the test process and worker processes share. In a worker of the reliability
+suite, a tool can be where the worker stops to be killed (tests/support/faults.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from engine import (
     once,
     tool,
 )
+from tests.support import faults
 
 MAX_STEPS = 12
 """Model calls per turn before the agent asks whether to continue."""
@@ -54,6 +56,7 @@ def record(tool_name: str, ctx: ToolContext | None, **data: Any) -> None:
         }
     with ledger_path().open("a") as f:
         f.write(json.dumps(entry) + "\n")
+    faults.reach(f"tool:{tool_name}")
 
 
 def read_ledger() -> list[dict[str, Any]]:
@@ -320,3 +323,5 @@ agent = Agent(
            slow_sync, fragile, broken, average, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )
+
+faults.install()
