@@ -82,7 +82,8 @@ def _before_commit(conn: Connection) -> None:
 
 
 def _rolled_back(conn: Connection) -> None:
-    conn.info.pop(MADE, None)
+    if not conn.invalidated:  # (a lost connection's info goes with it; reading it would try to reconnect)
+        conn.info.pop(MADE, None)
 
 
 def _checked_in(dbapi_connection: Any, record: Any) -> None:
