@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 
 import requests
 
-from tests.github.support import SECRET as GITHUB_SECRET
 from tests.github.support import HOOK_ID, REPO, Github, Person, comment_event
+from tests.github.support import SECRET as GITHUB_SECRET
 from tests.slack.workspace import SECRET as SLACK_SECRET
 from tests.slack.workspace import Workspace
 from tests.support.fake_slack import Message
@@ -82,5 +82,5 @@ def github_comment(github: Github, who: Person, text: str, issue: int) -> Delive
     body = json.dumps(comment_event(text, who, comment.id, issue=issue)).encode()
     return Delivery("/github/webhook", body, {
         "Content-Type": "application/json", "X-GitHub-Event": "issue_comment",
-        "X-GitHub-Delivery": f"delivery-{comment.id}", "X-GitHub-Hook-ID": str(HOOK_ID), "X-Hub-Signature-256": github_signature(GITHUB_SECRET, body),
-        "User-Agent": "GitHub-Hookshot/test"})
+        "X-GitHub-Delivery": f"delivery-{comment.id}", "X-GitHub-Hook-ID": str(HOOK_ID),
+        "X-Hub-Signature-256": github_signature(GITHUB_SECRET, body), "User-Agent": "GitHub-Hookshot/test"})

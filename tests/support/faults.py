@@ -24,6 +24,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.pool import Pool
 
+from tests.support.ledger import append, read_ledger
+
 ARMED = "HITL_TEST_FAULTS"
 """The environment variable naming the file that holds the armed point."""
 ANY = object()
@@ -109,9 +111,7 @@ def reach(point: str) -> None:
 
 
 def note(point: str, pid: int | None) -> None:
-    from tests.support.agent import record
-
-    record("fault", None, point=point, pid=pid)
+    append({"tool": "fault", "point": point, "pid": pid})
 
 
 # -- the test's side ------------------------------------------------------------------------------------------
@@ -122,6 +122,4 @@ def arm(path: Path, point: str) -> None:
 
 
 def reached(point: str) -> bool:
-    from tests.support.agent import read_ledger
-
     return any(e["tool"] == "fault" and e["point"] == point for e in read_ledger())
