@@ -38,12 +38,13 @@ from tests.support.workers import WorkerForge
 from tests.twilio.support import fake_twilio, twilio_settings
 
 LATER = {
+    "sessions": ("delivery_lease_until",),
     "turns": ("lease_until", "updated_at"),
     "outbox": ("available_at", "created_at"),
-    "sessions": ("delivery_lease_until",),
     "inbound": ("received_at",),
 }
-"""The times the sweep compares with now: leases, and how long a job or an item has waited."""
+"""The times the sweep compares with now: leases, and how long a job or an item has waited (sessions before turns:
+the order in which every writer locks them)."""
 
 
 @pytest.fixture(scope="session")
@@ -90,8 +91,9 @@ class Deployment:
         return worker
 
     def later(self, seconds: float) -> None:
-        """`seconds` pass, as far as the sweep can tell: every lease and wait it compares with now is moved back.
-        (Cheaper than waiting out the 30 s lease of a turn, the 60 s of a delivery, or the outbox's 30 s.)"""
+        """`seconds` pass, as far as the sweep can tell: every lease and wait it compares with now is moved back
+        (cheaper than waiting out the 30 s lease of a turn, the 60 s of a delivery, or the outbox's 30 s). Only
+        while no worker runs anything: a live runner's lease would run out too."""
         engine = create_engine(self.url)
         with engine.begin() as conn:
             for table, columns in LATER.items():
