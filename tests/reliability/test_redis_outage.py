@@ -79,8 +79,9 @@ def test_fifty_answers_while_redis_is_down_are_all_applied_within_two_sweeps(
     refunds = [e for e in read_ledger() if e["tool"] == "refund"]
     assert len(refunds) == ANSWERS
     assert len({e["callId"] for e in refunds}) == ANSWERS
-    assert all(len(slack.cards(m["event"])) == 1 for m in mentions)
-    assert all(any("refunded" in (m.now["text"] or "") for m in slack.thread(m["event"])) for m in mentions)
+    assert [len(slack.cards(m["event"])) for m in mentions] == [1] * len(mentions)
+    assert [len([p for p in slack.thread(m["event"]) if "refunded" in (p.now["text"] or "")]) for m in mentions] \
+        == [1] * len(mentions)
 
 
 def all_completed(rt: object) -> bool:

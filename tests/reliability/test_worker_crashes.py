@@ -10,6 +10,7 @@ in production: its leases run out, a sweep recovers what it held, and a new work
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,16 +75,20 @@ class Cycles:
         self.deployed = deployed
         self.slack = Workspace(deployed.stack, deployed.slack)
         self.worker = deployed.workers[-1]
+        self.events: list[dict[str, Any]] = []
+        """The mention that started each cycle."""
 
-    def arm(self, point: str) -> None:
+    def arm(self, point: str) -> int:
+        """Arm `point`; returns where the ledger stood (see faults.reached)."""
         if point.startswith("slack:"):
             self.deployed.slack.hold(point.removeprefix("slack:"))
-        else:
-            arm(self.deployed.faults, point)
+            return len(read_ledger())
+        return arm(self.deployed.faults, point)
 
-    def crash(self, point: str) -> None:
+    def crash(self, point: str, since: int) -> None:
         """Wait for the worker to reach `point`, SIGKILL it there, let its leases run out, sweep, start another."""
-        wait_for(lambda: reached(point), timeout=30, what=f"a worker to reach {point}:\n{self.worker.tail()}")
+        wait_for(lambda: reached(point, since), timeout=30,
+                 what=f"a worker to reach {point}:\n{self.worker.tail()}")
         self.worker.kill(9)
         self.deployed.slack.release()
         self.deployed.later(120)
@@ -94,15 +99,26 @@ class Cycles:
     def run(self, point: Point) -> dict[str, Any]:
         """One cycle, killed at `point`; returns the mention that started it."""
         if point.before_click:
-            self.arm(point.name)
+            self.crash_during(point.name, self.mention)
+            event = self.events[-1]
+            self.approve(event)
+            self.slack.settle()
+        else:
+            self.mention()
+            self.slack.settle()
+            event = self.events[-1]
+            self.crash_during(point.name, lambda: self.approve(event))
+        return event
+
+    def crash_during(self, point: str, act: Callable[[], None]) -> None:
+        since = self.arm(point)
+        act()
+        self.crash(point, since)
+
+    def mention(self) -> None:
         mention = self.slack.event("app_mention", "alice", f"<@{BOT_USER}> {REFUND}")
         assert self.slack.send_event(mention).status_code == 200
-        self.crash(point.name) if point.before_click else self.slack.settle()
-        if not point.before_click:
-            self.arm(point.name)
-        self.approve(mention["event"])
-        self.slack.settle() if point.before_click else self.crash(point.name)
-        return dict(mention["event"])
+        self.events.append(dict(mention["event"]))
 
     def approve(self, event: dict[str, Any]) -> None:
         assert self.slack.click("alice", self.open_card(event), "Approve").status_code == 200

@@ -2,8 +2,9 @@
 
 The test arms one point at a time (`arm()`: its name, written to the file HITL_TEST_FAULTS names). A process that
 reaches the armed point disarms it, notes `{"tool": "fault", "point": ..., "pid": ...}` in the tool ledger
-(`reached()` reads it) and waits to be killed. The test agent installs the hooks when it is imported in a
-process whose environment names the file (the reliability suite's workers); other processes have none.
+(`reached()` reads it: tests/support/ledger.py) and waits to be killed. The test agent installs the hooks when
+it is imported in a process whose environment names the file (the reliability suite's workers); other processes
+have none.
 
 Points:
 * `sql:<write>`: just before the statement of a write of WRITES runs;
@@ -117,9 +118,12 @@ def note(point: str, pid: int | None) -> None:
 # -- the test's side ------------------------------------------------------------------------------------------
 
 
-def arm(path: Path, point: str) -> None:
+def arm(path: Path, point: str) -> int:
+    """Arm `point`; returns where the ledger stands, for `reached()`."""
     path.write_text(point)
+    return len(read_ledger())
 
 
-def reached(point: str) -> bool:
-    return any(e["tool"] == "fault" and e["point"] == point for e in read_ledger())
+def reached(point: str, since: int) -> bool:
+    """Whether a process noted `point` in the ledger after its first `since` entries."""
+    return any(e["tool"] == "fault" and e["point"] == point for e in read_ledger()[since:])
