@@ -13,10 +13,9 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from gateway.settings import Settings
 from tests.conftest import (
@@ -45,6 +44,7 @@ LATER = {
 }
 """The times the sweep compares with now: leases, and how long a job or an item has waited (sessions before turns:
 the order in which every writer locks them)."""
+CHANNEL_VARIABLES = ("SLACK_", "TWILIO_", "GITHUB_", "PUBLIC_BASE_URL")
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +64,7 @@ class Deployment:
     """One test's gateway: the web side (`stack`, in this process) and its `hitl worker`s, on a queue of its own,
     with Slack, Twilio and GitHub configured against the fake platforms."""
 
-    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path, redis_url: str, **settings: Any) -> None:
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> None:
         self.url: str = request.getfixturevalue("reliability_url")
         self.forge: WorkerForge = request.getfixturevalue("forge")
         self.tmp_path = tmp_path
@@ -77,11 +77,11 @@ class Deployment:
         queue = f"rel-{uuid.uuid4().hex[:12]}"
         channels = {**slack_settings(self.slack), **twilio_settings(self.twilio.url),
                     **github_settings(self.github.url)}
-        fields = {"database_url": self.url, "redis_url": redis_url, "queue": queue, "agent": TEST_AGENT,
-                  "api_keys": API_KEYS, **channels, **settings}
-        self.stack = Stack("postgres", Settings(**fields))
+        settings = Settings(database_url=self.url, redis_url=redis_url, queue=queue, agent=TEST_AGENT,
+                            api_keys=API_KEYS, **channels)
+        self.stack = Stack("postgres", settings)
         self.env = worker_env(self.url, redis_url, queue, HITL_SWEEP_SECONDS="3600", **{ARMED: str(self.faults)},
-                              **settings_env(Settings(**fields)))
+                              **channel_env(settings))
         self.workers: list[WorkerProcess] = []
 
     def start_worker(self) -> WorkerProcess:
@@ -94,12 +94,10 @@ class Deployment:
         """`seconds` pass, as far as the sweep can tell: every lease and wait it compares with now is moved back
         (cheaper than waiting out the 30 s lease of a turn, the 60 s of a delivery, or the outbox's 30 s). Only
         while no worker runs anything: a live runner's lease would run out too."""
-        engine = create_engine(self.url)
-        with engine.begin() as conn:
+        with self.stack.rt.db.engine.begin() as conn:
             for table, columns in LATER.items():
                 moved = ", ".join(f"{c} = {c} - make_interval(secs => :seconds)" for c in columns)
                 conn.execute(text(f"UPDATE {table} SET {moved}"), {"seconds": seconds})
-        engine.dispose()
 
     def close(self) -> None:
         for worker in self.workers:
@@ -109,23 +107,19 @@ class Deployment:
         self.stack.close()
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment variables that give a worker these channel settings."""
+def channel_env(settings: Settings) -> dict[str, str]:
+    """The environment variables that give a worker the channel settings of `settings`."""
     env = {}
     for name, field in Settings.model_fields.items():
-        value = getattr(settings, name)
-        alias = field.validation_alias
-        if not isinstance(alias, str) or not alias.startswith(("SLACK_", "TWILIO_", "GITHUB_", "PUBLIC_")):
-            continue
-        if value is None:
-            continue
-        env[alias] = ",".join(value) if isinstance(value, list) else str(value)
+        value, variable = getattr(settings, name), field.validation_alias
+        if value is not None and isinstance(variable, str) and variable.startswith(CHANNEL_VARIABLES):
+            env[variable] = ",".join(value) if isinstance(value, list) else str(value)
     return env
 
 
 @contextlib.contextmanager
-def deployment(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str, **settings: Any) -> Iterator[Deployment]:
-    built = Deployment(request, tmp_path, redis_url, **settings)
+def deployment(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
+    built = Deployment(request, tmp_path, redis_url)
     try:
         yield built
     finally:
