@@ -9,12 +9,12 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy import Connection, event
-from sqlalchemy.engine import make_url
 
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, truncate_all
 from tests.support.agent import read_ledger, script
 from tests.support.faults import WRITES
+from tests.support.services import conninfo
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 4})])
 
@@ -32,14 +32,12 @@ def inline_postgres(postgres_url: str) -> Iterator[Stack]:
 def cut_before(stack: Stack, write: str) -> list[int]:
     """Terminate the backend of the connection about to make `write` (tests/support/faults.py), once: the write
     fails as on a lost connection. Returns the pids terminated."""
-    conninfo = make_url(stack.settings.database_url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
     cut: list[int] = []
 
     def before(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         if not cut and WRITES[write].made_by(statement, parameters):
             cut.append(cursor.connection.info.backend_pid)
-            with psycopg.connect(conninfo, autocommit=True) as admin:
+            with psycopg.connect(conninfo(stack.settings.database_url), autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", [cut[0]])
 
     event.listen(stack.rt.db.engine, "before_cursor_execute", before)

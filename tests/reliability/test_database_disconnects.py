@@ -16,7 +16,6 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 import requests
-from sqlalchemy.engine import make_url
 
 from engine.protocol import InputResponse, operator_principal
 from engine.recovery import sweep
@@ -30,6 +29,7 @@ from tests.slack.workspace import Workspace
 from tests.support.agent import read_ledger, script
 from tests.support.fake_slack import BOT_USER
 from tests.support.live_server import live_server
+from tests.support.services import conninfo
 
 PER_WAY = 10
 REFUND = script([("refund", {"charge_id": "ch_db", "amount": 1})], final="refunded")
@@ -42,11 +42,10 @@ TERMINATE = """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 def terminating(url: str, every: float = 0.1) -> Iterator[list[int]]:
     """While the block runs, terminate every other connection to the database of `url`, every `every` seconds;
     yields the running count of connections terminated."""
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     killed, stop = [0], threading.Event()
 
     def loop() -> None:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        with psycopg.connect(conninfo(url), autocommit=True) as conn:
             while not stop.wait(every):
                 row = conn.execute(TERMINATE).fetchone()
                 killed[0] += row[0] if row else 0

@@ -5,7 +5,6 @@ once, and every copy gets a 2xx (a platform that got an error would send it yet 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -29,7 +28,12 @@ def refund(charge: str) -> str:
     return script([("refund", {"charge_id": charge, "amount": 2})], final=f"refunded {charge}")
 
 
-def on_slack(deployed: Deployment) -> tuple[str, Delivery, Callable[[], list[str]]]:
+Waiting = tuple[str, Delivery, Callable[[], list[str]]]
+"""A session waiting on alice's approval in a channel, her answer as the platform delivers it, and what the
+channel has shown her so far."""
+
+
+def on_slack(deployed: Deployment) -> Waiting:
     slack = Workspace(deployed.stack, deployed.slack)
     mention = slack.mention("alice", refund("ch_slack"))
     [card] = slack.cards(mention)
@@ -37,13 +41,13 @@ def on_slack(deployed: Deployment) -> tuple[str, Delivery, Callable[[], list[str
         lambda: [m.now["text"] for m in slack.thread(mention)]
 
 
-def on_twilio(deployed: Deployment) -> tuple[str, Delivery, Callable[[], list[str]]]:
+def on_twilio(deployed: Deployment) -> Waiting:
     phone = Sms(deployed.stack, deployed.twilio)
     phone.text(TWILIO_ALICE, refund("ch_sms"))
     return phone.session_at(TWILIO_ALICE), sms(phone, TWILIO_ALICE, "1"), lambda: phone.inbox(TWILIO_ALICE)
 
 
-def on_github(deployed: Deployment) -> tuple[str, Delivery, Callable[[], list[str]]]:
+def on_github(deployed: Deployment) -> Waiting:
     github = Github(deployed.stack, deployed.github.fake)
     github.comment(GITHUB_ALICE, f"@{BOT} {refund('ch_github')}", issue=ISSUE)
     return github.session(ISSUE), github_comment(github, GITHUB_ALICE, "/approve", ISSUE), \
@@ -52,7 +56,7 @@ def on_github(deployed: Deployment) -> tuple[str, Delivery, Callable[[], list[st
 
 @pytest.mark.parametrize("channel", [on_slack, on_twilio, on_github], ids=["slack", "twilio", "github"])
 def test_one_delivery_sent_two_hundred_times_at_once_has_one_effect(
-        deployed: Deployment, channel: Callable[[Deployment], tuple[str, Delivery, Callable[[], list[str]]]]) -> None:
+        deployed: Deployment, channel: Callable[[Deployment], Waiting]) -> None:
     stack = deployed.stack
     sid, delivery, said = channel(deployed)
     [request] = stack.pending(sid)
@@ -71,5 +75,4 @@ def test_one_delivery_sent_two_hundred_times_at_once_has_one_effect(
     assert candidates == ["allowed"]
     assert stack.turn(sid)["status"] == "completed"
     assert len([e for e in read_ledger() if e["tool"] == "refund"]) == 1
-    answers: list[Any] = [text for text in said() if text and "refunded" in text]
-    assert len(answers) == 1, said()
+    assert len([text for text in said() if text and "refunded" in text]) == 1, said()

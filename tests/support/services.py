@@ -27,14 +27,20 @@ def require_postgres() -> str:
     from engine.db import normalize_url
 
     url = normalize_url(os.environ.get("HITL_TEST_DATABASE_URL", DEFAULT_DATABASE_URL))
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
-        psycopg.connect(conninfo, connect_timeout=2).close()
+        psycopg.connect(conninfo(url), connect_timeout=2).close()
     except psycopg.Error as exc:
         error = str(exc)
     else:
         return url
     _unavailable(f"PostgreSQL at {make_url(url)!r} is unreachable: {error}")
+
+
+def conninfo(url: str) -> str:
+    """What psycopg connects to for the SQLAlchemy URL `url`."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def require_redis() -> str:
