@@ -26,6 +26,11 @@ from tests.support.faults import arm, reached
 ANSWER = "refunded"
 REFUND = script([("slow_refund", {"seconds": 0})], final=ANSWER)
 FRESH = "An earlier attempt was interrupted and may have partly run."
+POSTS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "card": lambda params: bool(params.get("blocks")),
+    "answer": lambda params: ANSWER in (params.get("text") or ""),
+}
+"""Which chat.postMessage is which (the first run also says "step 1" before its card)."""
 
 
 @dataclass(frozen=True)
@@ -33,37 +38,42 @@ class Point:
     name: str
     """The fault point (tests/support/faults.py; `slack:<method>`: the fake Slack took the call, and holds it)."""
     what: str
+    post: str | None = None
+    """For `slack:chat.postMessage`: the post held, a `card` or the `answer`."""
     fresh: bool = False
     """The tool's call was running when the worker died: the turn asks for a fresh approval."""
     ran: int = 1
     """How many times the tool had run when the cycle ended."""
-    posted: int = 1
-    """How many times the answer is posted: twice when the worker dies after posting it and before recording
-    that it did (a delivery posts again at most the one post it was making)."""
+    cards: int = 1
+    """Approval cards posted in the thread: a fresh approval has a card of its own, and a card is posted twice
+    when the worker dies after posting it and before recording that it did (a delivery posts again at most the
+    one post it was making)."""
+    answers: int = 1
+    """How many times the answer is posted (none yet where a fresh approval waits; twice, as a card can be)."""
     before_click: bool = False
     """Armed before the mention, else before the click."""
 
 
 POINTS = [
     Point("commit:turn-waiting", "the first run parks on the approval", before_click=True),
-    Point("slack:chat.postMessage", "the approval card is posted", before_click=True),
+    Point("slack:chat.postMessage", "the approval card is posted", "card", cards=2, before_click=True),
     Point("sql:inbound-applied", "the click is marked applied"),
     Point("sql:settle", "the request settles (compare-and-set)"),
     Point("commit:settle", "the settle commits"),
     Point("committed:settle", "the settle has committed"),
     Point("sql:claim", "the resumed run claims the turn"),
     Point("commit:call-running", "the call's running mark commits"),
-    Point("committed:call-running", "the call is marked running", fresh=True, ran=0),
-    Point("tool:slow_refund", "the tool runs", fresh=True),
-    Point("sql:call-completed", "the tool's result is written", fresh=True),
-    Point("commit:call-completed", "the tool's result commits", fresh=True),
+    Point("committed:call-running", "the call is marked running", fresh=True, ran=0, cards=2, answers=0),
+    Point("tool:slow_refund", "the tool runs", fresh=True, cards=2, answers=0),
+    Point("sql:call-completed", "the tool's result is written", fresh=True, cards=2, answers=0),
+    Point("commit:call-completed", "the tool's result commits", fresh=True, cards=2, answers=0),
     Point("committed:call-completed", "the tool's result has committed"),
     Point("sql:turn-completed", "the turn completes"),
     Point("commit:turn-completed", "the completion commits"),
     Point("committed:turn-completed", "the completion has committed"),
     Point("slack:chat.update", "the card is updated"),
-    Point("slack:chat.postMessage", "the answer is posted", posted=2),
-    Point("commit:delivered", "the delivery records its posts", posted=2),
+    Point("slack:chat.postMessage", "the answer is posted", "answer", answers=2),
+    Point("commit:delivered", "the delivery records its posts", answers=2),
     Point("committed:delivered", "the delivery has recorded its posts"),
 ]
 
@@ -78,12 +88,12 @@ class Cycles:
         self.events: list[dict[str, Any]] = []
         """The mention that started each cycle."""
 
-    def arm(self, point: str) -> int:
+    def arm(self, point: Point) -> int:
         """Arm `point`; returns where the ledger stood (see faults.reached)."""
-        if point.startswith("slack:"):
-            self.deployed.slack.hold(point.removeprefix("slack:"))
+        if point.name.startswith("slack:"):
+            self.deployed.slack.hold(point.name.removeprefix("slack:"), POSTS.get(point.post or "", lambda _: True))
             return len(read_ledger())
-        return arm(self.deployed.faults, point)
+        return arm(self.deployed.faults, point.name)
 
     def crash(self, point: str, since: int) -> None:
         """Wait for the worker to reach `point`, SIGKILL it there, let its leases run out, sweep, start another."""
@@ -99,7 +109,7 @@ class Cycles:
     def run(self, point: Point) -> dict[str, Any]:
         """One cycle, killed at `point`; returns the mention that started it."""
         if point.before_click:
-            self.crash_during(point.name, self.mention)
+            self.crash_during(point, self.mention)
             event = self.events[-1]
             self.approve(event)
             self.slack.settle()
@@ -107,13 +117,13 @@ class Cycles:
             self.mention()
             self.slack.settle()
             event = self.events[-1]
-            self.crash_during(point.name, lambda: self.approve(event))
+            self.crash_during(point, lambda: self.approve(event))
         return event
 
-    def crash_during(self, point: str, act: Callable[[], None]) -> None:
+    def crash_during(self, point: Point, act: Callable[[], None]) -> None:
         since = self.arm(point)
         act()
-        self.crash(point, since)
+        self.crash(point.name, since)
 
     def mention(self) -> None:
         mention = self.slack.event("app_mention", "alice", f"<@{BOT_USER}> {REFUND}")
@@ -128,9 +138,9 @@ class Cycles:
         assert cards, f"no open card in the thread: {self.slack.thread(event)}"
         return cards[-1]
 
-    def outcome(self, event: dict[str, Any]) -> tuple[str, int, int]:
+    def outcome(self, event: dict[str, Any]) -> tuple[str, int, int, int]:
         """The turn's status (`fresh`: waiting on a fresh approval), how many times the tool ran, and how many
-        times the answer was posted."""
+        cards and answers were posted in the thread."""
         stack = self.deployed.stack
         sid = self.slack.session_of(event)
         turn = stack.turn(sid)
@@ -138,7 +148,7 @@ class Cycles:
         if status == "waiting":
             prompts = [p["prompt"] for p in stack.pending(sid)]
             status = "fresh" if len(prompts) == 1 and FRESH in prompts[0] else f"waiting on {prompts}"
-        return status, len(self.runs(turn)), len(self.answers(event))
+        return status, len(self.runs(turn)), len(self.slack.cards(event)), len(self.answers(event))
 
     def runs(self, turn: dict[str, Any]) -> list[dict[str, Any]]:
         calls = {c["callId"] for c in turn["toolCalls"]}
@@ -157,7 +167,7 @@ def test_a_worker_killed_at_twenty_points_loses_no_turn_and_runs_no_approved_too
     events = [cycles.run(point) for point in POINTS]
 
     outcomes = {(p.name, p.what): cycles.outcome(event) for p, event in zip(POINTS, events, strict=True)}
-    assert outcomes == {(p.name, p.what): ("fresh" if p.fresh else "completed", p.ran, 0 if p.fresh else p.posted)
+    assert outcomes == {(p.name, p.what): ("fresh" if p.fresh else "completed", p.ran, p.cards, p.answers)
                         for p in POINTS}
 
     # alice approves again where she is asked to: each of those tools runs once more, knowing it may have run
@@ -169,5 +179,4 @@ def test_a_worker_killed_at_twenty_points_loses_no_turn_and_runs_no_approved_too
         turn = deployed.stack.turn(cycles.slack.session_of(event))
         assert turn["status"] == "completed"
         assert cycles.runs(turn)[-1]["again"] is True
-        assert cycles.outcome(event)[2] == 1
-    assert [cycles.outcome(event)[1] for event in fresh] == [p.ran + 1 for p in POINTS if p.fresh]
+    assert [cycles.outcome(event) for event in fresh] == [("completed", p.ran + 1, 2, 1) for p in POINTS if p.fresh]

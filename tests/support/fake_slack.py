@@ -72,8 +72,8 @@ class FakeSlack:
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     sequence: int = 0
-    held: str | None = None
-    """The method whose next call is held (see `hold`)."""
+    held: tuple[str, Callable[[dict[str, Any]], Any]] | None = None
+    """The method whose next call is held, and which of its calls (see `hold`)."""
     released: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> FakeSlack:
@@ -119,12 +119,12 @@ class FakeSlack:
         with self.lock:
             self.failures[method] = Failure(status, error, retry_after if status == 429 else None, times)
 
-    def hold(self, method: str) -> None:
-        """The next call of `method` takes effect, is noted in the ledger as the fault point `slack:<method>`
-        (tests/support/faults.py), then gets no answer until `release()`: its caller waits as on a slow network,
-        and a test kills it there."""
+    def hold(self, method: str, matching: Callable[[dict[str, Any]], Any] = lambda params: True) -> None:
+        """The next call of `method` whose parameters are `matching` takes effect, is noted in the ledger as the
+        fault point `slack:<method>` (tests/support/faults.py), then gets no answer until `release()`: its caller
+        waits as on a slow network, and a test kills it there."""
         with self.lock:
-            self.held = method
+            self.held = (method, matching)
             self.released.clear()
 
     def release(self) -> None:
@@ -168,15 +168,15 @@ class FakeSlack:
         authorization = request.headers.get("Authorization") or ""
         token = authorization.removeprefix("Bearer ") or params.get("token")
         status, headers, answer = self.answer(method, token, params)
-        if self.holding(method):
+        if self.holding(method, params):
             faults.note(f"slack:{method}", None)
             self.released.wait(60)
             return  # its caller was killed meanwhile: there is nobody to answer
         send_json(request, status, answer, headers)
 
-    def holding(self, method: str) -> bool:
+    def holding(self, method: str, params: dict[str, Any]) -> bool:
         with self.lock:
-            if self.held != method:
+            if self.held is None or self.held[0] != method or not self.held[1](params):
                 return False
             self.held = None
             return True
