@@ -192,10 +192,11 @@ def test_a_parked_turn_survives_a_restart_of_every_process(stack: Stack, tmp_pat
 def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -> None:
     truncate_all(postgres_url)
     redis = RedisServer(tmp_path).start()
+    redis_url = redis.url
     queue = f"redisdown-{time.monotonic_ns()}"
-    env = worker_env(postgres_url, redis.url, queue, HITL_SWEEP_SECONDS="3600")
+    env = worker_env(postgres_url, redis_url, queue, HITL_SWEEP_SECONDS="3600")
     worker = WorkerProcess(env, tmp_path / "worker.log")
-    stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis.url, queue=queue,
+    stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
                                        agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
     try:
         sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 8})]))
