@@ -100,17 +100,25 @@ def expire_requests(rt: Runtime) -> int:
     return count
 
 
-def recover_turn(rt: Runtime, turn_id: str) -> int:
-    """A running turn whose lease ran out: its Run crashed, its running calls are `unknown`, Run n+1 resumes."""
+LEASE_RAN_OUT = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
+CONNECTION_LOST = {"code": "DATABASE_CONNECTION_LOST", "message": "the run lost its connection to the database"}
+
+
+def recover_turn(rt: Runtime, turn_id: str, given_up: str | None = None) -> int:
+    """A running turn whose lease ran out, or whose runner gave up its run `given_up` (it lost its database
+    connection): its Run crashed, its running calls are `unknown`, Run n+1 resumes."""
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
         now = rt.now()
-        if turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
-            return 0
         run = latest_run(db, turn_id)
+        if given_up is not None:
+            if turn.status != "running" or run is None or run.id != given_up:
+                return 0  # another runner took it over meanwhile, or the run ended after all
+        elif turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
+            return 0
         if run is not None:
             run.status, run.ended_at = "crashed", now
-            run.error = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
+            run.error = dict(CONNECTION_LOST if given_up else LEASE_RAN_OUT)
         db.execute(
             update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == "running")
             .values(status="unknown", interrupted=ToolCall.interrupted + 1, updated_at=now)
@@ -118,7 +126,7 @@ def recover_turn(rt: Runtime, turn_id: str) -> int:
         db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status="resuming", started_at=now))
         turn.status, turn.lease_until, turn.updated_at = "queued", None, now
         rt.enqueue(db, "run_turn", turn_id)
-        log.warning("turn %s: recovered from a lost worker", turn_id)
+        log.warning("turn %s: recovered from a %s", turn_id, "lost database connection" if given_up else "lost worker")
         return 1
 
 
