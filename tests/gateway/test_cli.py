@@ -413,13 +413,13 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
 @pytest.mark.parametrize(("name", "value", "problem"), [
     ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
     ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
-    ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: Value error, must be a sqlite:/// or postgresql:// URL"),
+    ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: must be a sqlite:/// or postgresql:// URL"),
     ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
-     "DATABASE_URL: Value error, is not a URL SQLAlchemy can read (is the port a number?)"),
-    ("REDIS_URL", "localhost:6379", "REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
-    ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: Value error, must be one of read, triage, write, "
+     "DATABASE_URL: is not a URL SQLAlchemy can read (is the port a number?)"),
+    ("REDIS_URL", "localhost:6379", "REDIS_URL: must be a redis://, rediss:// or unix:// URL"),
+    ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: must be one of read, triage, write, "
                                        "maintain, admin, none, any"),
-    ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like key=principalId, and "
+    ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: entries look like key=principalId, and "
                                               "entry 2 does not"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str, value: str, problem: str) -> None:
