@@ -75,11 +75,16 @@ def shown_redis(url: str) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-def describe(settings: Settings) -> str:
-    """Which database, agent and job mode this process uses (the start line of `hitl serve`, `hitl --help`)."""
+def described(settings: Settings) -> dict[str, str]:
+    """Which database, agent and job mode this process uses, as a person should read them (`hitl --help`)."""
     jobs = (f"on the RQ queue {settings.queue} at {shown_redis(settings.redis_url)} (run `hitl worker`)"
             if settings.redis_url else "in-process")
-    return f"database {shown_database(settings.database_url)}, agent {settings.agent}, jobs {jobs}"
+    return {"database": shown_database(settings.database_url), "agent": settings.agent, "jobs": jobs}
+
+
+def describe(settings: Settings) -> str:
+    """`described()` in one line (the start line of `hitl serve`)."""
+    return ", ".join(f"{what} {value}" for what, value in described(settings).items())
 
 
 class Settings(BaseSettings):
