@@ -102,7 +102,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
                          fd=bound.fileno())
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"hitl-gateway serving http://{host}:{bound.getsockname()[1]} ({describe(settings)})", flush=True)
-    server.serve_forever()
+    try:
+        server.serve_forever()
+    finally:
+        bound.close()
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

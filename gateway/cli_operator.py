@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
@@ -130,8 +130,7 @@ def session_agent(db: Database, request_id: str) -> str | None:
 def not_handed_over(rt: Runtime) -> str | None:
     """None when every turn the command resumed is in the deployment's hands (the queue took it, or a serving
     process did within HAND_OVER_WAIT_SECONDS); else why not."""
-    executor = rt.executor
-    assert isinstance(executor, HandOver)
+    executor = cast(HandOver, rt.executor)  # (operator_runtime's)
     left = [(row_id, args[0]) for row_id, job, args in executor.left if job == "run_turn"]
     if not left:
         return None
@@ -149,8 +148,7 @@ def not_handed_over(rt: Runtime) -> str | None:
 
 
 def resumed_turns(rt: Runtime) -> set[str]:
-    executor = rt.executor
-    assert isinstance(executor, HandOver)
+    executor = cast(HandOver, rt.executor)  # (operator_runtime's)
     return {args[0] for _, job, args in executor.queued + executor.left if job == "run_turn"}
 
 
