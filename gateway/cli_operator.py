@@ -114,7 +114,7 @@ def operator_runtime(request_id: str | None = None) -> Runtime:
     except ConfigurationError as exc:
         if spec is None:
             raise
-        raise ConfigurationError(f"request {request_id} is of a session of {exc}: answer where the gateway runs "
+        raise ConfigurationError(f"the session of request {request_id} runs {exc}; answer where the gateway runs "
                                  "(its directory, its PYTHONPATH), or from the console") from None
 
 

@@ -75,7 +75,7 @@ def build_runtime(settings: Settings, *, db: Database | None = None, agent_spec:
     """Database, agent (HITL_AGENT's, unless `agent_spec` names another) and executor (RQ with REDIS_URL, else
     in-process) from settings; installed as this process's runtime for jobs."""
     spec = agent_spec or settings.agent
-    agent = load_agent(spec) if agent_spec is None else load_agent(spec, f"the agent {spec}")
+    agent = load_agent(spec) if agent_spec is None else load_agent(spec, f"agent {spec}")
     return install(Runtime(
         db or open_database(settings), agent, executor or queue(settings) or InlineExecutor(settings.inline_workers),
         lease_seconds=settings.lease_seconds, response_policy_timeout=settings.response_policy_timeout,

@@ -17,13 +17,13 @@ import pytest
 import requests
 from redis import Redis
 from rq import Queue
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from engine import defaults
 from engine.db import Database
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Outbox
+from engine.tables import Outbox, Session
 from tests.conftest import ROOT, Stack, sqlite_settings
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
@@ -191,3 +191,23 @@ def test_with_redis_out_of_reach_the_answer_stands_and_the_command_says_so(hitl:
                 ("run_turn", defaults.HANDED_OVER_AT)]
     finally:
         db.dispose()
+
+
+def test_an_answer_is_judged_with_the_session_agent_or_not_at_all(hitl: Any, parked: tuple[str, str, str]) -> None:
+    """The session's agent holds the response policies its answers go through: a command that cannot load it
+    changes nothing (with HITL_AGENT's agent it would judge with policies that are not the session's)."""
+    _, _, request_id = parked
+    db = Database(os.environ["DATABASE_URL"])
+    try:
+        with db.write() as session:
+            session.execute(update(Session).values(agent="elsewhere_agents:agent"))
+    finally:
+        db.dispose()
+
+    done = hitl("answer", request_id, "approve", "--as", "ops")
+
+    assert done.code == 1
+    assert done.message == (f"hitl: the session of request {request_id} runs agent elsewhere_agents:agent: No module "
+                            "named 'elsewhere_agents'; answer where the gateway runs (its directory, its "
+                            "PYTHONPATH), or from the console")
+    assert hitl("requests", "--status", "pending", "--json").json()["requests"][0]["requestId"] == request_id
