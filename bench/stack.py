@@ -202,7 +202,7 @@ class Process:
 
 
 class Deployment:
-    """gunicorn (2 workers) serving `gateway.app:create_app()` and N `hitl worker` processes, on `target`."""
+    """gunicorn (2 workers) serving `gateway.asgi:create_asgi_app()` and N `hitl worker` processes, on `target`."""
 
     def __init__(self, target: Target, sweep_seconds: float, extra_env: dict[str, str] | None = None) -> None:
         self.target = target
@@ -228,8 +228,8 @@ class Deployment:
     def start_web(self, workers: int = 2) -> None:
         """The Procfile's web command, bound to loopback."""
         self.port = free_port()
-        argv = [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--threads", "32",
-                "--bind", f"127.0.0.1:{self.port}", "gateway.app:create_app()"]
+        argv = [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--worker-class", "asgi",
+                "--worker-connections", "1000", "--bind", f"127.0.0.1:{self.port}", "gateway.asgi:create_asgi_app()"]
         self.web = Process("web", argv, self.env(), self.target.logs)
         wait_for(self._web_ready, 60, "gunicorn start-up", interval=0.2)
         wait_for(lambda: len(self.web_pids()) == workers, 30, "gunicorn workers", interval=0.2)

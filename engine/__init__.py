@@ -2,7 +2,7 @@
 
 from .agent import Agent, Answer, Approval, Tool, ToolContext, tool
 from .errors import EngineError, InvalidInput, NotFound, RequestClosed
-from .llm import ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
+from .llm import AnthropicModel, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
 from .policies import (
     ApprovalContext,
     ApprovalPolicy,
@@ -19,6 +19,7 @@ from .questions import ask_question
 
 __all__ = [
     "Agent",
+    "AnthropicModel",
     "Answer",
     "Approval",
     "ApprovalContext",

@@ -1,6 +1,7 @@
 """What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
 
-* A message that matches the first open request answers it (a session-limit prompt first, else the earliest).
+* A message that matches the first open request answers it (a session-limit prompt first, else the earliest),
+  unless it is an agent's (engine/access.py: an agent never answers).
 * A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
   open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
@@ -19,6 +20,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
+from .access import answers_requests
 from .errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, RequestClosed
 from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
@@ -89,8 +91,9 @@ def not_started(db: DbSession, turn: Turn) -> bool:
 
 
 def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
-    """A typed reply answers only the first open request; a policy-gated approval never by unverified text."""
-    if not open_requests:
+    """A typed reply answers only the first open request; a policy-gated approval never by unverified text,
+    and nothing by an agent's."""
+    if not open_requests or (principal is not None and not answers_requests(principal)):
         return None
     first = open_requests[0]
     if first.kind == "tool-approval" and principal is None:

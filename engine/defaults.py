@@ -45,6 +45,17 @@ minutes, holding a request, a job or /healthz that long), unless DATABASE_URL se
 PING_IDLE_CONNECTION_AFTER_SECONDS = 5.0
 """A pooled PostgreSQL connection idle this long is pinged before use (one used more recently is not)."""
 
+RETENTION_DAYS = 30
+"""How long inbound rows with nothing left to do are kept (for deduplication and audit) before sweep() prunes
+them: far longer than any platform retries or redelivers a webhook (Slack: minutes; GitHub: 3 days)."""
+
+PRUNE_BATCH = 1000
+"""At most this many inbound rows pruned by one sweep: one sweep stays short however many rows are due (at
+a sweep every 10 s, 100 rows a second)."""
+
+HISTORY_TURNS = 100
+"""Turns per page of a session's history (the latest first; `before` for earlier ones)."""
+
 INLINE_WORKERS = 4
 """Threads of the in-process executor."""
 

@@ -163,7 +163,7 @@ class auto(RequestPolicy):  # noqa: N801
 
 @dataclass(frozen=True)
 class ResponseInfo:
-    """One response as a policy sees it: the chosen option (`approve`, `cancel`, a question's option) and text."""
+    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option) and text."""
 
     responder: Principal
     option_id: str | None
@@ -171,7 +171,7 @@ class ResponseInfo:
 
     @property
     def decision(self) -> str | None:
-        """`approve` / `cancel` for an approval, the option id for a question (None for free text)."""
+        """`approve` / `deny` for an approval, the option id for a question (None for free text)."""
         return self.option_id
 
 

@@ -55,8 +55,18 @@ def operator_principal(name: str) -> Principal:
     return Principal(authenticator="operator", issuer="hitl", principal_type="user", principal_id=name)
 
 
-def api_key_principal(principal_id: str) -> Principal:
-    return Principal(authenticator="api-key", issuer="hitl", principal_type="user", principal_id=principal_id)
+Role = Literal["operator", "user", "agent"]
+"""What an API key may do (docs/access.md): everything, its own sessions and the requests it is asked, or
+(an agent's) create sessions and see those."""
+ROLES: tuple[Role, ...] = ("operator", "user", "agent")
+
+
+def api_key_principal(principal_id: str, role: Role = "user") -> Principal:
+    """Who an API key of `role` acts as: an operator key as an operator (the CLI's kind, so response
+    policies and cancel treat it as one), a user or agent key as an api-key principal of that type."""
+    if role == "operator":
+        return operator_principal(principal_id)
+    return Principal(authenticator="api-key", issuer="hitl", principal_type=role, principal_id=principal_id)
 
 
 def principal_or_none(data: dict[str, Any] | None) -> Principal | None:

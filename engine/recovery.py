@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session as DbSession
 from . import defaults
 from .delivery import stale_sessions
 from .responses import judge_again, unjudged_candidates
+from .retention import prune
 from .runtime import Runtime
 from .settlement import close_request
-from .tables import Inbound, InputRequest, Outbox, Run, ToolCall, Turn
+from .tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
 from .turns import blocking_turn, latest_run, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,13 @@ class SweepReport:
     requeued: int = 0
     redelivered: int = 0
     pushed: int = 0
+    pruned: int = 0
 
 
 def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     """Judge candidates whose process died while their response policy ran, recover dead runners' turns,
     resume settled ones (with `settled`: a query over every waiting turn), re-enqueue lost jobs, push the
-    outbox."""
+    outbox, and prune a batch of inbound rows past their retention."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -70,6 +72,7 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
         report.requeued += requeue(rt, turn_id)
     report.redelivered = redeliver(rt)
     report.pushed = push_outbox(rt)
+    report.pruned = prune(rt)
     if report != SweepReport():
         log.info("sweep: %s", report)
     return report
@@ -140,9 +143,8 @@ def redeliver(rt: Runtime) -> int:
     cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS)
     sessions = stale_sessions(rt)
     with rt.db.read() as db:
-        unapplied = list(db.execute(select(Inbound.id).where(
-            Inbound.processed_at.is_(None), Inbound.item.is_not(None), Inbound.received_at < cutoff).limit(500)
-        ).scalars())
+        unapplied = list(db.execute(  # found by their partial index, however many rows are kept
+            select(Inbound.id).where(UNPROCESSED, Inbound.received_at < cutoff).limit(500)).scalars())
         queued = owed(db, "process_inbound", unapplied)
     items = [i for i in unapplied if i not in queued]
     with rt.transaction() as db:

@@ -21,12 +21,13 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
+from .access import check_answers_requests
 from .decisions import session_info
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
-from .requests import OPTION_SYNONYMS, request_out
+from .requests import option_named, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
@@ -88,7 +89,8 @@ def submit_responses(
     then judge and settle each in turn. `claim` (an inbound item's compare-and-set) runs in the transaction
     that settles them when the default policy judges them there (when it returns False they were applied
     before: AlreadyApplied, and nothing changes), else once they are settled (applying them again then
-    finds their requests closed)."""
+    finds their requests closed). An agent may answer none (NotPermitted)."""
+    check_answers_requests(principal)
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
@@ -128,9 +130,8 @@ def normalize(request: InputRequest, response: InputResponse) -> tuple[str | Non
     text = text or None
     option_id = None
     if response.option_id is not None:
-        wanted = OPTION_SYNONYMS.get(response.option_id.lower(), response.option_id.lower())
         ids = [o["id"] for o in request.options]
-        match = next((i for i in ids if i.lower() == wanted), None)
+        match = option_named(ids, response.option_id)
         if match is None:
             raise InvalidInput(
                 f"request {request.request_id} has no option {response.option_id!r}",
@@ -147,8 +148,8 @@ def normalize(request: InputRequest, response: InputResponse) -> tuple[str | Non
         if option_id is None:
             raise InvalidInput(f"a {request.kind} request needs an optionId",
                                {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and option_id != "cancel":
-            raise InvalidInput("text is only accepted as a note with cancel", {"requestId": request.request_id})
+        if text is not None and outcome_of(request.kind, option_id) != "denied":
+            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
     return option_id, text
 
 

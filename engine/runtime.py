@@ -66,6 +66,7 @@ class Runtime:
         lease_seconds: int = defaults.LEASE_SECONDS,
         response_policy_timeout: float = defaults.RESPONSE_POLICY_TIMEOUT_SECONDS,
         request_policy_timeout: float = defaults.REQUEST_POLICY_TIMEOUT_SECONDS,
+        retention_days: int = defaults.RETENTION_DAYS,
         clock: Callable[[], datetime] = utcnow,
         channels: dict[str, ChannelAdapter] | None = None,
         agent_spec: str | None = None,
@@ -80,6 +81,7 @@ class Runtime:
         self.lease_seconds = lease_seconds
         self.response_policy_timeout = response_policy_timeout
         self.request_policy_timeout = request_policy_timeout
+        self.retention_days = retention_days
         self.clock = clock
 
     def now(self) -> datetime:

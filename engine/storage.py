@@ -7,13 +7,15 @@ import base64
 import binascii
 import contextlib
 import functools
+import hashlib
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, LargeBinary, String, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, default
 from sqlalchemy.types import TypeEngine
 
 ID_PREFIXES = ("ses", "turn", "run", "call", "req", "cand")
@@ -152,25 +154,50 @@ class KeylessJSON(Codec):
         return read
 
 
-PRINCIPAL = KeylessJSON(("authenticator", "issuer", "principalType", "principalId"), optional="attributes")
+IDENTITY = ("authenticator", "issuer", "principalType", "principalId")
+"""The fields of a principal's wire form that say who it is (Principal.identity); the rest are attributes."""
+
+PRINCIPAL = KeylessJSON(IDENTITY, optional="attributes")
 """A principal's wire form: about 45 bytes of JSONB instead of 125 with its keys."""
 
+
+def principal_digest(wire: dict[str, Any] | None) -> str | None:
+    """The SHA-256 (hex) of a principal's identity, None for no principal: a short, indexed column stands for
+    the JSON one beside it, so "the sessions alice started" is an index lookup (engine/access.py). Its four
+    fields are joined by the ASCII unit separator (U+001F), which no authenticator puts in them (API keys'
+    principal ids may hold no control character), so migration 0007 computes the same in SQL."""
+    if wire is None:
+        return None
+    return hashlib.sha256("\x1f".join(str(wire[key]) for key in IDENTITY).encode()).hexdigest()
+
+
+def digest_of(column: str) -> Callable[[default.DefaultExecutionContext], str | None]:
+    """A column default: the `principal_digest` of the principal inserted in `column` of the same row, so
+    every insert (the engine's statements, the ORM's, a test's) keeps the two together."""
+    def computed(context: default.DefaultExecutionContext) -> str | None:
+        return principal_digest(context.get_current_parameters().get(column))
+    return computed
+
 APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
-CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
+DENY = {"id": "deny", "label": "Deny", "style": "danger"}
 CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
 STOP = {"id": "stop", "label": "Stop", "style": "danger"}
-BUILT_IN_OPTIONS = {option["id"]: option for option in (APPROVE, CANCEL, CONTINUE, STOP)}
+BUILT_IN_OPTIONS = {"approve": APPROVE, "cancel": DENY, "continue": CONTINUE, "stop": STOP}
+"""The built-in options by the token stored for each. Deny is stored as `cancel`, its id while it read Cancel:
+rows written before and after the rename read the same (as Deny here, as Cancel in a release before it, whose
+processes may still run during a deploy)."""
+STORED_AS = {option["id"]: token for token, option in BUILT_IN_OPTIONS.items()}
 
 
 class OptionsJSON(Codec):
-    """A request's options; a built-in one (Approve, Cancel...) is stored as its id: a tool approval's two
+    """A request's options; a built-in one (Approve, Deny...) is stored as its token: a tool approval's two
     options take about 30 bytes instead of 140. They read back as the built-in options are now."""
 
     impl = JSONType
     cache_ok = True
 
     def pack(self, value: list[dict[str, Any]]) -> list[Any]:
-        return [o["id"] if BUILT_IN_OPTIONS.get(o["id"]) == o else o for o in value]
+        return [token if (token := STORED_AS.get(o["id"])) and BUILT_IN_OPTIONS[token] == o else o for o in value]
 
     def unpack(self, stored: list[Any]) -> list[dict[str, Any]]:
         return [dict(BUILT_IN_OPTIONS[o]) if isinstance(o, str) else o for o in stored]

@@ -29,6 +29,7 @@ from .storage import (
     OptionsJSON,
     ToolCallsJSON,
     UTCDateTime,
+    digest_of,
     id_type,
     new_id,
 )
@@ -62,6 +63,7 @@ class Session(Base):
     channel: Mapped[str] = mapped_column(String(32))
     stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
+    initiator_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("initiator"))
     status: Mapped[str] = mapped_column(String(16), default="idle")
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -71,7 +73,12 @@ class Session(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    __table_args__ = (Index("ix_sessions_channel_address", "channel", "address"),)
+    __table_args__ = (
+        Index("ix_sessions_channel_address", "channel", "address"),
+        Index("ix_sessions_created_at_id", "created_at", "id"),  # the session list's order, newest first
+        # a user's or an agent's sessions, newest first (engine/access.py)
+        Index("ix_sessions_initiator_digest_created_at", "initiator_digest", "created_at", "id"),
+    )
 
     @hybrid_property
     def address(self) -> str:
@@ -203,6 +210,7 @@ class ResponseCandidate(Base):
         ForeignKey("input_requests.request_id", ondelete="CASCADE"), index=True
     )
     responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
+    responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
@@ -211,6 +219,9 @@ class ResponseCandidate(Base):
     judged_at: Mapped[datetime | None] = mapped_column()
 
 
+# the requests a person already responded to (engine/access.py)
+Index("ix_response_candidates_responder_digest_request_id", ResponseCandidate.responder_digest,
+      ResponseCandidate.request_id)
 # the few candidates never judged, for sweep(): their process died while the response policy ran
 Index("ix_response_candidates_unjudged_created_at", ResponseCandidate.created_at,
       postgresql_where=ResponseCandidate.judged_at.is_(None), sqlite_where=ResponseCandidate.judged_at.is_(None))
@@ -251,7 +262,29 @@ class Inbound(Base):
     processed_at: Mapped[datetime | None] = mapped_column()
     duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
-    __table_args__ = (UniqueConstraint("channel", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint("channel", "external_id"),
+        Index("ix_inbound_received_at", "received_at"),  # the oldest rows, for pruning
+    )
+
+
+UNPROCESSED = Inbound.processed_at.is_(None) & Inbound.item.is_not(None)
+"""An inbound item not applied yet (its job has not run yet, or died): a few rows, for the seconds a job takes."""
+# the items not applied yet, for sweep(): only those rows are in it, so finding them costs nothing however many
+# deliveries are kept
+Index("ix_inbound_unprocessed_received_at", Inbound.received_at, postgresql_where=UNPROCESSED,
+      sqlite_where=UNPROCESSED)
+
+
+class PrunedInbound(Base):
+    """The inbound rows pruned so far, per channel: how many deliveries and duplicates they counted. The webhook
+    counters of /metrics add these to the rows still kept, so pruning never makes a counter go down."""
+
+    __tablename__ = "pruned_inbound"
+
+    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
+    deliveries: Mapped[int] = mapped_column(BigInteger, default=0)
+    duplicates: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class Outbox(Base):

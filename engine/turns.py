@@ -24,7 +24,7 @@ LOCKED_TURNS = "hitl_locked_turns"
 """`db.info` key: the turns this transaction loaded with their rows locked, by id."""
 
 # The statements every turn runs, built once: building a statement and its cache key costs about as much
-# CPU as running it (see the README's Performance section). Parameters are named after what they hold.
+# CPU as running it (bench/README.md, "Statements built once"). Parameters are named after what they hold.
 _ACTIVE_TURN = select(Turn).where(Turn.session_id == bindparam("session"), Turn.status.in_(ACTIVE_TURN)) \
     .order_by(Turn.seq).limit(1)
 _LATEST_RUN_ID = select(Run.id).where(Run.turn_id == Turn.id).order_by(Run.seq.desc()).limit(1).scalar_subquery()

@@ -5,25 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from engine.conversation import cancel_turn, post_message
 from engine.protocol import InputResponse, ResponseBody
-from engine.queries import events_after, get_request, list_requests, list_sessions, session_history
+from engine.queries import (
+    events_after,
+    get_request,
+    list_requests,
+    list_sessions,
+    pending_inbox,
+    require_seen,
+    session_history,
+)
 from engine.responses import submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
 
 from . import stream
-from .auth import current_principal
+from .auth import current_caller
 from .errors import ApiError, invalid_query
-from .schemas import PAGE, NewSession, SessionInput, query_int
+from .schemas import MAX_PAGE, PAGE, NewSession, SessionInput, page_limit, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-MAX_BODY_BYTES = 2**20
-"""The largest request body the API reads (a message or an answer is text for people: 1 MiB is plenty)."""
-
 
 def runtime() -> Runtime:
     rt: Runtime = current_app.extensions["hitl"]
@@ -50,17 +53,24 @@ def int_arg(name: str, default: int) -> int:
     return value
 
 
+def limit_arg() -> int:
+    """`?limit=`: a page of at most MAX_PAGE rows (PAGE when not given)."""
+    raw = request.args.get("limit")
+    if raw is None:
+        return PAGE
+    value = page_limit(raw)
+    if value is None:
+        raise invalid_query("limit", MAX_PAGE)
+    return value
+
+
 def json_body() -> Any:
-    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500,
-    and one over MAX_BODY_BYTES a 413, read no further."""
-    request.max_content_length = MAX_BODY_BYTES
+    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500
+    (a body over the limit is a 413: gateway.body_limit)."""
     try:
         return request.get_json(silent=True)
     except RecursionError:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
-    except RequestEntityTooLarge:
-        raise ApiError(413, "body_too_large", f"the request body may be at most {MAX_BODY_BYTES} bytes",
-                       {"maxBytes": MAX_BODY_BYTES}) from None
 
 
 def has_nul(value: Any) -> bool:
@@ -85,9 +95,16 @@ def refuse_nul_characters() -> None:
         raise ApiError(400, "invalid_text", "text may not contain NUL (\\u0000) characters")
 
 
+@bp.get("/me")
+def me() -> Response:
+    """Who this key acts as, and its role: what the console says it is acting as."""
+    caller = current_caller()
+    return jsonify({"principal": caller.principal.wire(), "role": caller.role})
+
+
 @bp.post("/sessions")
 def create_session() -> tuple[Response, int]:
-    principal = current_principal()
+    principal = current_caller().principal
     payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
     channel, address = "api", None
     if payload.channel is not None:
@@ -108,14 +125,17 @@ def create_session() -> tuple[Response, int]:
 
 @bp.get("/sessions")
 def sessions() -> Response:
-    current_principal()
-    return jsonify(list_sessions(runtime(), limit=int_arg("limit", PAGE), before=request.args.get("before")))
+    caller = current_caller()
+    return jsonify(list_sessions(runtime(), limit=limit_arg(), before=request.args.get("before"),
+                                 seen_by=caller.seen_by))
 
 
 @bp.post("/sessions/<session_id>/input")
 def session_input(session_id: str) -> tuple[Response, int]:
-    principal = current_principal()
+    caller = current_caller()
+    principal = caller.principal
     payload = SessionInput.model_validate(body(), by_alias=True, by_name=False)
+    require_seen(runtime(), caller.seen_by, session_id=session_id)
     if payload.message is not None:
         posted = post_message(runtime(), session_id, principal, payload.message, payload.turn_policy or "steer")
         return jsonify({"turnId": posted.turn_id, "effect": posted.effect,
@@ -127,14 +147,15 @@ def session_input(session_id: str) -> tuple[Response, int]:
 @bp.post("/sessions/<session_id>/cancel")
 def cancel(session_id: str) -> tuple[Response, int]:
     """Cancel the session's current turn, queued, running or waiting (409 when there is none)."""
-    principal = current_principal()
-    return jsonify({"turnId": cancel_turn(runtime(), session_id, principal)}), 202
+    caller = current_caller()
+    require_seen(runtime(), caller.seen_by, session_id=session_id)
+    return jsonify({"turnId": cancel_turn(runtime(), session_id, caller.principal)}), 202
 
 
 @bp.get("/sessions/<session_id>")
 def session(session_id: str) -> Response:
-    current_principal()
-    return jsonify(session_history(runtime(), session_id))
+    """The latest turns of the session's history, or those before turn `before`; `next` pages further back."""
+    return jsonify(session_history(runtime(), session_id, current_caller().seen_by, before=request.args.get("before")))
 
 
 @bp.get("/sessions/<session_id>/events")
@@ -142,33 +163,42 @@ def events(session_id: str) -> Response:
     """`{events: [...]}`, or a live Server-Sent Events stream when the client accepts text/event-stream."""
     if stream.wants_event_stream():
         return stream.event_stream(session_id)
-    current_principal()
-    return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0))})
+    caller = current_caller()
+    return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0), seen_by=caller.seen_by)})
+
+
+@bp.get("/inbox/events")
+def inbox_events() -> Response:
+    """Which requests the inbox's first page of pending ones holds (`{requestIds, next}`), or a live stream of it
+    (an `inbox` frame whenever it changes) when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.inbox_stream()
+    return jsonify(pending_inbox(runtime(), PAGE, current_caller().seen_by))
 
 
 @bp.get("/requests")
 def requests_inbox() -> Response:
-    current_principal()
+    caller = current_caller()
     status = request.args.get("status")
     if status not in (None, "pending", "resolved"):
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
     return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
-                                 limit=int_arg("limit", PAGE), after=request.args.get("after")))
+                                 limit=limit_arg(), after=request.args.get("after"), seen_by=caller.seen_by))
 
 
 @bp.get("/requests/<request_id>")
 def one_request(request_id: str) -> Response:
-    current_principal()
-    return jsonify(get_request(runtime(), request_id))
+    return jsonify(get_request(runtime(), request_id, current_caller().seen_by))
 
 
 @bp.patch("/requests/<request_id>")
 def answer_request(request_id: str) -> tuple[Response, int]:
     """200 when this response settled it, 202 when a response policy waits for more, 403 refused, 409 closed."""
-    principal = current_principal()
+    caller = current_caller()
     answer = ResponseBody.model_validate(body(), by_alias=True, by_name=False)
+    require_seen(runtime(), caller.seen_by, request_id=request_id)
     response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text)
-    [result] = submit_responses(runtime(), principal, [response])
+    [result] = submit_responses(runtime(), caller.principal, [response])
     if result.status == "settled":
         return jsonify(result.request.wire()), 200
     if result.status == "pending":

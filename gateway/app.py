@@ -9,7 +9,8 @@ from engine.executors import InlineExecutor
 from engine.recovery import HandOverPoll, Sweeper
 from engine.runtime import Runtime
 
-from . import api, console, errors, github, health, metrics, openapi, slack, twilio
+from . import api, body_limit, console, errors, github, health, metrics, openapi, slack, twilio
+from .changes import Changes
 from .compose import build_runtime
 from .settings import Settings, load_settings
 
@@ -26,7 +27,9 @@ def create_app(settings: Settings | None = None, rt: Runtime | None = None) -> F
             Sweeper(rt, settings.sweep_seconds).start(),
             HandOverPoll(rt, defaults.HAND_OVER_POLL_SECONDS).start(),  # and it runs what the CLI hands over
         ]
+    app.extensions["hitl-changes"] = Changes(rt.db)  # what open event streams wait on (gateway/stream.py)
     errors.init_app(app)
+    body_limit.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(openapi.bp)

@@ -1,18 +1,41 @@
-"""Who is calling the REST API: an API key's principal, or the local operator on loopback."""
+"""Who is calling the REST API: an API key's principal and role, or the local operator on loopback."""
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from flask import current_app, request
 
-from engine.protocol import Principal, api_key_principal, operator_principal
+from engine.protocol import Principal, Role, operator_principal
 
+from .apikeys import find_key
 from .errors import ApiError
 
-LOCAL_OPERATOR = operator_principal("local")
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls, and what their key may do (docs/access.md)."""
+
+    principal: Principal
+    role: Role
+
+    @property
+    def seen_by(self) -> Principal | None:
+        """Whose view the engine's reads take (engine/access.py): None, everything, for an operator."""
+        return None if self.role == "operator" else self.principal
+
+    def require_operator(self, message: str) -> None:
+        """403 not_permitted, saying `message`, unless this is an operator."""
+        if self.role != "operator":
+            raise ApiError(403, "not_permitted", message, {"role": self.role})
+
+
+LOCAL_OPERATOR = Caller(operator_principal("local"), "operator")
+PROXY_HEADERS = {"forwarded", "x-real-ip", "via", "x-client-ip", "true-client-ip", "cf-connecting-ip"}
+"""Headers a reverse proxy, a CDN or a load balancer adds (with any `X-Forwarded-*`), lower case: a client
+behind one is not local, though the proxy connects from loopback."""
 
 
 def is_loopback(address: str | None) -> bool:
@@ -38,15 +61,26 @@ def is_local_name(netloc: str, listed: list[str]) -> bool:
     return True
 
 
-def local_operator() -> Principal:
-    """Loopback clients, without keys, act as the local operator; but a browser can be made to call loopback by
-    a page whose name re-resolves to 127.0.0.1 (its name is then the Host), or by a form another site posts
-    (its Origin says so), so such requests are refused, as Jupyter and Vite refuse them."""
+def proxy_header() -> str | None:
+    """The first header of the request that a proxy adds (PROXY_HEADERS, X-Forwarded-*), if any."""
+    for name, _ in request.headers.items():
+        if name.lower().startswith("x-forwarded-") or name.lower() in PROXY_HEADERS:
+            return name
+    return None
+
+
+def local_operator() -> Caller:
+    """Loopback clients, without keys, act as the local operator; but a client a proxy on this host passes on
+    connects from loopback too (a proxy's header says so), and a browser can be made to call loopback by a page
+    whose name re-resolves to 127.0.0.1 (its name is then the Host), or by a form another site posts (its
+    Origin says so), so such requests are refused, as Jupyter and Vite refuse them."""
     if not is_loopback(request.remote_addr):
         raise ApiError(403, "loopback_only", "with no HITL_API_KEYS set, only local clients are served")
-    if "X-Forwarded-For" in request.headers or "Forwarded" in request.headers:  # a proxy on this host passed it on
+    header = proxy_header()
+    if header is not None:
         raise ApiError(403, "loopback_only", "with no HITL_API_KEYS set, only local clients are served, not ones "
-                       "a proxy forwards: set HITL_API_KEYS to serve through a proxy")
+                       f"a proxy forwards (the request has {header}): set HITL_API_KEYS to serve through a proxy",
+                       {"header": header})
     listed = [name.lower() for name in current_app.config["HITL_SETTINGS"].allowed_hosts]
     if not is_local_name(request.host, listed):
         raise ApiError(403, "host_not_allowed", "with no HITL_API_KEYS set, the Host must be localhost, an IP "
@@ -58,14 +92,14 @@ def local_operator() -> Principal:
     return LOCAL_OPERATOR
 
 
-def current_principal() -> Principal:
-    """Bearer key -> its principal; with no keys configured, loopback clients act as the local operator."""
-    keys: dict[str, str] = current_app.config["HITL_SETTINGS"].api_keys
+def current_caller() -> Caller:
+    """Bearer key -> its principal and role; with no keys configured, loopback clients act as the local
+    operator."""
+    keys = current_app.config["HITL_SETTINGS"].all_api_keys
     if not keys:
         return local_operator()
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and given:
-        for key, principal_id in keys.items():
-            if hmac.compare_digest(key.encode(), given.strip().encode()):
-                return api_key_principal(principal_id)
-    raise ApiError(401, "unauthorized", "a valid `Authorization: Bearer <key>` header is required")
+    found = find_key(keys, given.strip()) if scheme.lower() == "bearer" and given.strip() else None
+    if found is None:
+        raise ApiError(401, "unauthorized", "a valid `Authorization: Bearer <key>` header is required")
+    return Caller(found.principal, found.role)

@@ -30,7 +30,7 @@ from engine.tables import InputRequest, Outbox, Session
 from engine.turns import pending_requests
 
 from .compose import build_runtime, open_database, queue
-from .schemas import MAX_QUERY_INT, PAGE, query_int
+from .schemas import MAX_PAGE, PAGE, page_limit
 from .settings import ConfigurationError, Settings, load_settings, shown_database
 
 RESUMES_LATER = "what was done stands, and the turn resumes once `hitl serve` or `hitl worker` runs on this database"
@@ -40,28 +40,29 @@ def add_operator_commands(commands: Any) -> None:
     requests = commands.add_parser("requests", help="list input requests, oldest first")
     requests.add_argument("--status", choices=["pending", "resolved"], default=None)
     requests.add_argument("--session", default=None)
-    requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_PAGE})")
     requests.add_argument("--after", default=None, help="the next page: the request id the page before ended with")
     requests.add_argument("--json", action="store_true", help="print the page as the API answers it, {requests, next}")
     requests.set_defaults(handler=cmd_requests)
 
     answer = commands.add_parser("answer", help="answer a request as an operator; the deployment resumes its turn")
     answer.add_argument("request_id")
-    answer.add_argument("choice", nargs="?", help="approve, cancel, or an option id")
+    answer.add_argument("choice", nargs="?", help="approve, deny, or an option id")
     answer.add_argument("--text", help="a free-text answer to a question")
-    answer.add_argument("--note", help="a note carried with cancel")
+    answer.add_argument("--note", help="a note carried with deny")
     answer.add_argument("--as", dest="operator", type=name, default="local",
                         help="the operator's name, for the audit trail (default: local, as the console's)")
     answer.add_argument("--json", action="store_true", help="print the result as the API answers it")
     answer.set_defaults(handler=cmd_answer)
 
     sessions = commands.add_parser("sessions", help="list sessions, newest first, with their open requests")
-    sessions.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_QUERY_INT})")
+    sessions.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_PAGE})")
     sessions.add_argument("--before", default=None, help="the next page: the session id the page before ended with")
     sessions.set_defaults(handler=cmd_sessions)
 
-    show = commands.add_parser("show", help="a session's history: turns, runs, requests and their responses")
+    show = commands.add_parser("show", help="a session's history (its latest turns): runs, requests, responses")
     show.add_argument("session_id")
+    show.add_argument("--before", default=None, help="the earlier turns: the turn id the page after began with")
     show.add_argument("--json", action="store_true", help="print the history document as JSON")
     show.set_defaults(handler=cmd_show)
 
@@ -75,9 +76,9 @@ def add_operator_commands(commands: Any) -> None:
 
 def count(raw: str) -> int:
     """A number of rows, as the API takes it (a negative LIMIT is an error on PostgreSQL, none on SQLite)."""
-    value = query_int(raw)
+    value = page_limit(raw)
     if value is None:
-        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_QUERY_INT}, not {raw!r}")
+        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_PAGE}, not {raw!r}")
     return value
 
 
@@ -172,7 +173,7 @@ def cmd_requests(args: argparse.Namespace) -> None:
 def cmd_answer(args: argparse.Namespace) -> None:
     """One line: `approved req_... as alice; turn turn_... resumes` (`--json`: the API's document)."""
     if (args.choice is None) == (args.text is None):
-        raise ConfigurationError("give exactly one of an option (approve, cancel, ...) or --text")
+        raise ConfigurationError("give exactly one of an option (approve, deny, ...) or --text")
     response = InputResponse(request_id=args.request_id, option_id=args.choice, text=args.text or args.note)
     rt = operator_runtime(args.request_id)
     [result] = submit_responses(rt, operator_principal(args.operator), [response])
@@ -221,7 +222,7 @@ def cmd_sessions(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    history = session_history(operator_runtime(), args.session_id)
+    history = session_history(operator_runtime(), args.session_id, before=args.before)
     if args.json:
         print(json.dumps(history, indent=2))
         return
@@ -229,6 +230,8 @@ def cmd_show(args: argparse.Namespace) -> None:
           f"started {timestamp(history['createdAt'])} by {who(history['initiator'])}")
     for turn in history["turns"]:
         print_turn(turn)
+    if history["next"]:
+        print(f"earlier turns: add --before {history['next']}", file=sys.stderr)
 
 
 def print_turn(turn: dict[str, Any]) -> None:

@@ -79,7 +79,8 @@ def build_runtime(settings: Settings, *, db: Database | None = None, agent_spec:
     return install(Runtime(
         db or open_database(settings), agent, executor or queue(settings) or InlineExecutor(settings.inline_workers),
         lease_seconds=settings.lease_seconds, response_policy_timeout=settings.response_policy_timeout,
-        request_policy_timeout=settings.request_policy_timeout, channels=build_channels(settings), agent_spec=spec,
+        request_policy_timeout=settings.request_policy_timeout, retention_days=settings.retention_days,
+        channels=build_channels(settings), agent_spec=spec,
     ))
 
 

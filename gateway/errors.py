@@ -34,10 +34,9 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.details = status, code, message, details
 
 
-def invalid_query(name: str) -> ApiError:
-    """A query parameter (or the header standing for one) that is not a QueryInt."""
-    return ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {MAX_QUERY_INT}",
-                    {"parameter": name})
+def invalid_query(name: str, maximum: int = MAX_QUERY_INT) -> ApiError:
+    """A query parameter (or the header standing for one) that is not an integer from 0 to `maximum`."""
+    return ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {maximum}", {"parameter": name})
 
 
 def error_response(status: int, code: str, message: str, details: Any = None) -> tuple[Response, int]:

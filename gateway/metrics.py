@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.inbound import NOTICE
 from engine.runtime import Runtime
-from engine.tables import Inbound, InputRequest, Run, Turn
+from engine.tables import Inbound, InputRequest, PrunedInbound, Run, Turn
 
-from .auth import current_principal
+from .auth import current_caller
 
 bp = Blueprint("metrics", __name__)
 
@@ -58,7 +58,7 @@ def number(value: float) -> str:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    current_principal()
+    current_caller().require_operator("only an operator's key may read the metrics: they count every session")
     rt: Runtime = current_app.extensions["hitl"]
     return Response("".join(family.render() for family in collect(rt)), content_type=CONTENT_TYPE)
 
@@ -147,10 +147,17 @@ def webhook_families(db: DbSession) -> list[Family]:
                         "Webhook deliveries accepted (verified and new), by channel.")
     duplicates = Family("hitl_webhook_duplicates_total", "counter",
                         "Webhook deliveries dropped as duplicates (platform retries, redeliveries), by channel.")
-    for channel, count, repeats in db.execute(
+    kept = db.execute(
         select(Inbound.channel, func.count(), func.coalesce(func.sum(Inbound.duplicates), 0))
-        .where(~Inbound.external_id.startswith(NOTICE)).group_by(Inbound.channel).order_by(Inbound.channel)
-    ).all():
+        .where(~Inbound.external_id.startswith(NOTICE)).group_by(Inbound.channel)
+    ).all()
+    pruned = db.execute(select(PrunedInbound.channel, PrunedInbound.deliveries, PrunedInbound.duplicates)).all()
+    totals: dict[str, list[int]] = {}
+    for channel, count, repeats in [*kept, *pruned]:  # rows kept, and those sweep() pruned (counted then)
+        total = totals.setdefault(channel, [0, 0])
+        total[0] += count
+        total[1] += int(repeats)
+    for channel, (count, repeats) in sorted(totals.items()):
         deliveries.add(count, channel=channel)
-        duplicates.add(int(repeats), channel=channel)
+        duplicates.add(repeats, channel=channel)
     return [deliveries, duplicates]

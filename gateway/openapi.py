@@ -24,9 +24,13 @@ from .schemas import (
     EventsHeaders,
     EventsQuery,
     Health,
+    HistoryQuery,
+    InboxRequest,
     InputRequest,
+    Me,
     MessagePosted,
     NewSession,
+    PendingInbox,
     RequestList,
     RequestsQuery,
     ResponseResults,
@@ -35,6 +39,7 @@ from .schemas import (
     SessionInput,
     SessionList,
     SessionsQuery,
+    StreamQuery,
     TurnCancelled,
 )
 
@@ -46,11 +51,12 @@ SSE = "text/event-stream"
 PROMETHEUS = "text/plain; version=0.0.4"
 
 ERRORS = {
-    400: "Malformed body, unknown keys, or a bad query parameter",
+    400: "Malformed body, unknown keys, or a bad query parameter (`limit` above 500 too)",
     401: "Missing or wrong API key",
-    403: "Not a loopback client (or a Host or Origin not its own) while no API keys are set, (answers) a response "
-         "the policy refused, or (cancel) another person's turn",
-    404: "Unknown session or request",
+    403: "Not a loopback client (or a Host or Origin not its own, or one a proxy forwards) while no API keys are "
+         "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn, or "
+         "(metrics) a key that is not an operator's",
+    404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md)",
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
@@ -77,22 +83,28 @@ class Route:
 
 
 ROUTES = (
+    Route("/api/me", "get", "Who this key acts as, and its role (operator, user or agent)", {200: {JSON: Me}}),
     Route("/api/sessions", "post", "Open a session; a message starts its first turn",
           {201: {JSON: SessionCreated}}, (*AUTH, 422), body=NewSession),
-    Route("/api/sessions", "get", "Sessions, newest first, with their number of open requests",
+    Route("/api/sessions", "get", "Sessions this key sees, newest first, with their number of open requests",
           {200: {JSON: SessionList}}, query=SessionsQuery),
     Route("/api/sessions/{sessionId}/input", "post", "A message (answers, steers or queues), or answers to requests",
           {202: {JSON: MessagePosted | ResponseResults}}, (*AUTH, 404, 409, 422), body=SessionInput),
     Route("/api/sessions/{sessionId}/cancel", "post", "Cancel the session's current turn (queued, running or waiting)",
           {202: {JSON: TurnCancelled}}, (*AUTH, 404, 409), notes={202: "The turn was cancelled"}),
-    Route("/api/sessions/{sessionId}", "get", "The whole history: turns, runs, requests, tool calls, messages",
-          {200: {JSON: SessionHistory}}, (*AUTH, 404)),
+    Route("/api/sessions/{sessionId}", "get",
+          "The history, a page of turns at a time: turns, runs, requests, tool calls, messages",
+          {200: {JSON: SessionHistory}}, (*AUTH, 404), query=HistoryQuery),
     Route("/api/sessions/{sessionId}/events", "get", "The session's events after `seq`, in order",
           {200: {JSON: EventList, SSE: str}}, (*AUTH, 404), query=EventsQuery, headers=EventsHeaders,
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
-    Route("/api/requests", "get", "The operator inbox: input requests, oldest first",
+    Route("/api/requests", "get", "The inbox: the input requests this key is asked (an operator's: all), oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
-    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InputRequest}}, (*AUTH, 404)),
+    Route("/api/inbox/events", "get", "Which requests the inbox's first page of pending ones holds",
+          {200: {JSON: PendingInbox, SSE: str}}, query=StreamQuery,
+          notes={200: "JSON, or with `Accept: text/event-stream` a live stream: an `inbox` event with the same "
+                      "document at once and whenever it changes (a request opens or closes)"}),
+    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InboxRequest}}, (*AUTH, 404)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,
           notes={200: "Settled by this response", 202: "Recorded; a response policy waits for more responses"}),
@@ -120,7 +132,8 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "hitl-gateway", "version": version("hitl-gateway"),
             "description": "Agent turns that pause durably for people. JSON in camelCase; errors are "
-            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key.",
+            "`{error: {code, message, details?}}`. Without HITL_API_KEYS, loopback clients need no key. A key "
+            "of the user or agent role sees only its own sessions and requests; anything else is a 404.",
         },
         "paths": paths,
         "components": {

@@ -1,5 +1,6 @@
-"""The RQ worker classes `hitl worker` runs: RQ's own, with a shutdown that does not wait out a minute, and a
-fork worker whose job survives the SIGTERM a platform sends every process.
+"""The RQ worker classes `hitl worker` runs: RQ's own, with a shutdown that does not wait out a minute, a
+scheduler process that ends with its worker, and a fork worker whose job survives the SIGTERM a platform sends
+every process.
 
 RQ listens for commands on a pubsub channel, in a thread that waits up to 60 s for each message. On a warm
 shutdown RQ unsubscribes, then stops that thread and waits for it (redis-py's `stop()` joins it). When the
@@ -10,20 +11,60 @@ waits with it, up to the full minute: longer than a platform's grace period (Her
 
 from __future__ import annotations
 
+import os
 import signal
+from multiprocessing.process import BaseProcess
 
 from rq import SimpleWorker, Worker
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
+from rq.scheduler import RQScheduler
 from rq.worker import BaseWorker
 
 
-class _PromptUnsubscribe(BaseWorker):
+class BoundScheduler(RQScheduler):
+    """RQ's scheduler, whose process ends when the worker that forked it is gone.
+
+    RQ forks the scheduler (which enqueues the retries of failed jobs when their delay is over) and stops it
+    when the worker stops. A worker killed outright (SIGKILL, the OOM killer) never stops it: it went on
+    running, holding the queue's scheduler lock, so no other worker's scheduler could ever take the queue.
+    Its loop now checks, every second, that its parent is still the worker; when not, it stops as at a
+    SIGTERM: it releases its lock and exits.
+    """
+
+    worker_pid = 0
+
+    def start(self) -> BaseProcess:
+        self.worker_pid = os.getpid()  # the fork's child keeps it: its parent, until that dies
+        return super().start()
+
+    def heartbeat(self) -> None:
+        if os.getppid() != self.worker_pid:
+            self.log.warning("Scheduler: its worker (pid %s) is gone; stopping", self.worker_pid)
+            self.request_stop()
+        super().heartbeat()
+
+
+class _HitlWorker(BaseWorker):
     def unsubscribe(self) -> None:
         if self.pubsub_thread is not None:
             self.pubsub_thread.stop(timeout=0)  # the flag only, no wait: the UNSUBSCRIBE reply ends the wait
         super().unsubscribe()
 
+    def _start_scheduler(self, burst: bool = False, logging_level: str | None = "INFO",
+                         date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+                         log_format: str = DEFAULT_LOGGING_FORMAT) -> None:
+        """RQ's, with a BoundScheduler (a burst enqueues due jobs and starts no process: RQ's own does)."""
+        if burst:
+            super()._start_scheduler(burst, logging_level, date_format, log_format)
+            return
+        self.scheduler = BoundScheduler(
+            self.queues, connection=self.connection, serializer=self.serializer, date_format=date_format,
+            log_format=log_format, logging_level=logging_level if logging_level is not None else self.log.level,
+        )
+        self.scheduler.acquire_locks(auto_start=True)  # started when it holds a queue's lock, as RQ's is
 
-class HitlWorker(_PromptUnsubscribe, Worker):
+
+class HitlWorker(_HitlWorker, Worker):
     """RQ's forking worker: each job in a work horse of its own.
 
     RQ's work horse dies at a SIGTERM. A platform stopping the worker sends one to each of its processes
@@ -37,7 +78,7 @@ class HitlWorker(_PromptUnsubscribe, Worker):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-class HitlSimpleWorker(_PromptUnsubscribe, SimpleWorker):
+class HitlSimpleWorker(_HitlWorker, SimpleWorker):
     """RQ's worker that runs each job in the worker process itself."""
 
 

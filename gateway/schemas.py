@@ -14,7 +14,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from engine.protocol import InputRequestOut, InputResponse, Principal, StrictWireModel, WireModel
+from engine.defaults import HISTORY_TURNS
+from engine.protocol import InputRequestOut, InputResponse, Principal, Role, StrictWireModel, WireModel
 
 MAX_QUERY_INT = 2**31 - 1
 """The largest integer a query parameter (`limit`, `after`) takes: every database stores it."""
@@ -86,6 +87,9 @@ class SessionInput(StrictWireModel):
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
 PAGE = 100
 """Sessions or requests per page of a list, unless the client asks for another `limit`."""
+MAX_PAGE = 500
+"""The largest `limit` a list takes (the API's and the CLI's): a page is read, and answered, whole."""
+PageLimit = Annotated[int, Field(ge=0, le=MAX_PAGE)]
 
 
 def query_int(raw: str) -> int | None:
@@ -93,16 +97,29 @@ def query_int(raw: str) -> int | None:
     return int(raw) if raw.isascii() and raw.isdigit() and int(raw) <= MAX_QUERY_INT else None
 
 
+def page_limit(raw: str) -> int | None:
+    """`raw` as a PageLimit, or None when it is not one."""
+    value = query_int(raw)
+    return value if value is not None and value <= MAX_PAGE else None
+
+
 class SessionsQuery(WireModel):
-    limit: QueryInt = Field(PAGE, description="at most this many sessions")
+    limit: PageLimit = Field(PAGE, description=f"at most this many sessions (up to {MAX_PAGE})")
     before: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
-class EventsQuery(WireModel):
-    after: QueryInt = Field(0, description="only events with a greater `seq`")
+class HistoryQuery(WireModel):
+    before: Omittable[str] = omitted("the earlier turns: the `next` of the page before")
+
+
+class StreamQuery(WireModel):
     access_token: Omittable[str] = omitted(
         "event streams only: an API key, for EventSource clients", alias="access_token"
     )
+
+
+class EventsQuery(StreamQuery):
+    after: QueryInt = Field(0, description="only events with a greater `seq`")
 
 
 class EventsHeaders(WireModel):
@@ -114,11 +131,18 @@ class EventsHeaders(WireModel):
 class RequestsQuery(WireModel):
     status: Omittable[Literal["pending", "resolved"]] = omitted()
     session_id: Omittable[str] = omitted("only this session's requests")
-    limit: QueryInt = Field(PAGE, description="at most this many requests")
+    limit: PageLimit = Field(PAGE, description=f"at most this many requests (up to {MAX_PAGE})")
     after: Omittable[str] = omitted("the next page: the `next` of the page before")
 
 
 # -- responses -----------------------------------------------------------------------------------------
+
+
+class Me(WireModel):
+    """Who the caller acts as, and what its key may do (docs/access.md)."""
+
+    principal: Principal
+    role: Role
 
 
 class SessionCreated(WireModel):
@@ -126,8 +150,12 @@ class SessionCreated(WireModel):
     turn_id: str | None = Field(None, description="present when a message started the first turn")
 
 
+TITLE = "the session's first message on one line, cut to 80 characters with an ellipsis; null before its first"
+
+
 class SessionSummary(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     channel: str
     status: str
@@ -144,6 +172,14 @@ class SessionList(WireModel):
 
 class InputRequest(InputRequestOut):
     """An InputRequest (DESIGN.md section 4)."""
+
+
+class InboxRequest(InputRequest):
+    """An InputRequest as the inbox lists it: with its session's title, agent and channel."""
+
+    title: str | None = Field(description=TITLE)
+    agent: str = Field(description="the session's agent")
+    channel: str = Field(description="the session's channel: api, slack, twilio or github")
 
 
 class ResponseCandidate(WireModel):
@@ -203,13 +239,17 @@ class TurnOut(WireModel):
 
 class SessionHistory(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     status: str
     channel: str
     address: str
     initiator: Principal | None
     created_at: datetime
-    turns: list[TurnOut]
+    turns: list[TurnOut] = Field(description=f"the latest {HISTORY_TURNS} turns, or the {HISTORY_TURNS} before "
+                                             "`before`, oldest first")
+    next: str | None = Field(description="the first turn's id when earlier turns exist (pass it as `before`), "
+                                         "else null")
 
 
 class Event(WireModel):
@@ -225,8 +265,15 @@ class EventList(WireModel):
 
 
 class RequestList(WireModel):
-    requests: list[InputRequest]
+    requests: list[InboxRequest]
     next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
+
+
+class PendingInbox(WireModel):
+    """Which requests the inbox's first page of pending ones holds (GET /api/requests?status=pending)."""
+
+    request_ids: list[str] = Field(description="oldest first, at most 100")
+    next: str | None = Field(description="the last id when more requests are pending, else null")
 
 
 class ResponseResult(WireModel):

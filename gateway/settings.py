@@ -1,23 +1,27 @@
 """All configuration, from the environment and a `.env` file (one pydantic-settings class; `.env.example` lists
-every variable)."""
+every variable, docs/configuration.md's tables describe them)."""
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from adapters.github import MIN_PERMISSIONS
 
+from .apikeys import ApiKey, api_key, check_distinct, parse_key_file, parse_keys
+
 DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://")
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
 REDISES = ("redis://", "rediss://", "unix://")
 """What REDIS_URL may start with (what redis-py's from_url takes)."""
+SLACK_TEAM = re.compile(r"^[TE][A-Z0-9]+$")
 
 
 class ConfigurationError(Exception):
@@ -31,7 +35,7 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {problem(error)}"
+        problems = "; ".join(": ".join(filter(None, (".".join(str(part) for part in error["loc"]), problem(error))))
                              for error in exc.errors(include_url=False))
         raise ConfigurationError(f"bad settings: {problems}") from None
 
@@ -94,16 +98,21 @@ class Settings(BaseSettings):
     database_url: str = Field("sqlite:///hitl.db", validation_alias="DATABASE_URL")
     redis_url: str | None = Field(None, validation_alias="REDIS_URL")
     agent: str = Field("gateway.demo:agent", validation_alias="HITL_AGENT")
-    api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, validation_alias="HITL_API_KEYS")
+    api_keys: Annotated[list[ApiKey], NoDecode] = Field(default_factory=list, validation_alias="HITL_API_KEYS")
+    api_keys_file: Annotated[list[ApiKey], NoDecode] = Field(default_factory=list,
+                                                             validation_alias="HITL_API_KEYS_FILE")
+    """The entries of the file HITL_API_KEYS_FILE names (the variable holds its path)."""
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias="HITL_ALLOWED_HOSTS")
     lease_seconds: int = Field(30, ge=3, validation_alias="HITL_LEASE_SECONDS")
     job_timeout: int = Field(180, ge=1, validation_alias="HITL_JOB_TIMEOUT")
     queue: str = Field("hitl", pattern=r"^[A-Za-z0-9_-]+$", validation_alias="HITL_QUEUE")
     sweep_seconds: float = Field(10.0, gt=0, validation_alias="HITL_SWEEP_SECONDS")
     inline_workers: int = Field(4, ge=1, validation_alias="HITL_INLINE_WORKERS")
+    web_threads: int = Field(32, ge=1, validation_alias="HITL_WEB_THREADS")  # per web process (gateway/asgi.py)
     worker_class: str = Field("simple", pattern=r"^(fork|simple)$", validation_alias="HITL_WORKER_CLASS")
     response_policy_timeout: float = Field(10.0, gt=0, validation_alias="HITL_RESPONSE_POLICY_TIMEOUT")
     request_policy_timeout: float = Field(30.0, gt=0, validation_alias="HITL_REQUEST_POLICY_TIMEOUT")
+    retention_days: int = Field(30, ge=1, le=36500, validation_alias="HITL_RETENTION_DAYS")
     public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
 
     slack_bot_token: str | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
@@ -112,6 +121,9 @@ class Settings(BaseSettings):
     slack_client_secret: str | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
     slack_app_token: str | None = Field(None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field("https://slack.com/api/", validation_alias="SLACK_API_URL")
+    slack_allowed_teams: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="SLACK_ALLOWED_TEAMS")
+    slack_allow_external_users: bool = Field(False, validation_alias="SLACK_ALLOW_EXTERNAL_USERS")
 
     twilio_account_sid: str | None = Field(None, validation_alias="TWILIO_ACCOUNT_SID")
     twilio_auth_token: str | None = Field(None, validation_alias="TWILIO_AUTH_TOKEN")
@@ -150,23 +162,47 @@ class Settings(BaseSettings):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
-        """`HITL_API_KEYS=key1=alice,key2=bob`: each key acts as the principal named after `=`."""
-        if not isinstance(value, str):
-            return value
-        keys: dict[str, str] = {}
-        for number, item in enumerate(filter(None, (part.strip() for part in value.split(","))), 1):
-            key, sep, principal = item.partition("=")
-            if not sep or not key.strip() or not principal.strip():  # the entry itself may be a key: not shown
-                raise ValueError(f"entries look like key=principalId, and entry {number} does not")
-            keys[key.strip()] = principal.strip()
-        return keys
+        """`HITL_API_KEYS=key1=alice,key2=bob:operator` (gateway/apikeys.py), or in Python a dict of key to
+        `principalId[:role]`. An error names the entry's number, never its key."""
+        if isinstance(value, str):
+            return parse_keys(value)
+        if isinstance(value, dict):
+            return [api_key(key, who, f"entry {number}")
+                    for number, (key, who) in enumerate(value.items(), 1)]
+        return value
 
-    @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _read_api_keys_file(cls, value: object) -> object:
+        """`HITL_API_KEYS_FILE=/etc/hitl/keys`: one entry a line."""
+        return parse_key_file(value) if isinstance(value, str) and value.strip() else value or []
+
+    @model_validator(mode="after")
+    def _distinct_api_keys(self) -> Settings:
+        check_distinct({"HITL_API_KEYS": self.api_keys, "HITL_API_KEYS_FILE": self.api_keys_file})
+        return self
+
+    @property
+    def all_api_keys(self) -> list[ApiKey]:
+        """HITL_API_KEYS's and HITL_API_KEYS_FILE's; none means the no-key mode (loopback is the operator)."""
+        return [*self.api_keys, *self.api_keys_file]
+
+    @field_validator("twilio_allow_from", "allowed_hosts", "slack_allowed_teams", mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
-        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`."""
+        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`,
+        `SLACK_ALLOWED_TEAMS=T0123ABCD,E0456EFGH`."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("slack_allowed_teams")
+    @classmethod
+    def _slack_team_ids(cls, value: list[str]) -> list[str]:
+        """Slack's ids of workspaces (`T...`) and Enterprise Grid organizations (`E...`)."""
+        wrong = [item for item in value if not SLACK_TEAM.match(item)]
+        if wrong:
+            raise ValueError(f"entries are Slack team ids (T...) or enterprise ids (E...), not {', '.join(wrong)}")
         return value
 
     @field_validator("redis_url", mode="before")

@@ -5,14 +5,16 @@
 * Events and interactivity arrive at `/slack/events` (or `/slack/interactions`): the edge checks the signature
   (401, no effect), then Bolt's listeners store an inbound item with `engine.inbound.accept` and ack. No Web API
   call in the request path, except `views.open` for the "Type an answer" modal (its trigger lives 3 seconds).
+* Only people of the allowed teams are heard (gateway/slack_admission.py): anyone else's message or click is
+  stored as ignored, and they are told once per channel (an ephemeral message, posted by the job).
 * Socket Mode (SLACK_APP_TOKEN) runs the same listeners over a websocket: `hitl slack-socket`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.error import URLError
@@ -38,19 +40,23 @@ from adapters.slack import (
     BotTokens,
     Click,
     InstalledBots,
+    Said,
     SlackChannel,
     SlackClient,
     SlackParseError,
     SlackVerificationError,
+    Where,
     answer_modal,
     parse_block_actions,
     parse_mention,
     parse_message,
     parse_view_submission,
+    read_body,
+    turned_away_notice,
     verify_slack_signature,
 )
 from engine.db import normalize_url
-from engine.inbound import accept, choice_item, message_item, responses_item
+from engine.inbound import accept, choice_item, ignored_item, message_item, responses_item
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.requests import request_out
 from engine.runtime import Runtime
@@ -58,6 +64,7 @@ from engine.tables import InputRequest, Session
 
 from .errors import ApiError
 from .settings import ConfigurationError, Settings, half_configured
+from .slack_admission import TURNED_AWAY, Admission
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +126,9 @@ def init_app(app: Flask) -> None:
         return
     settings: Settings = app.config["HITL_SETTINGS"]
     bolt = bolt_app(settings, rt)
-    Listeners(rt, channel).register(bolt)
+    installations = bolt.installation_store
+    stored = installations if isinstance(installations, SQLAlchemyInstallationStore) else None
+    Listeners(rt, channel, Admission(settings, stored)).register(bolt)
     app.extensions["slack"] = SlackRequestHandler(bolt)
     app.register_blueprint(bp)
 
@@ -184,10 +193,11 @@ class StoredBotAuthorize(Authorize):
 
 class Listeners:
     """Each listener turns a verified payload into an inbound item (`engine.inbound.accept`: deduplicated,
-    stored, a job enqueued) and acks; the job does the rest."""
+    stored, a job enqueued) and acks; the job does the rest. A person the admission turns away gets an ignored
+    item instead, whose notice tells them why, once per channel."""
 
-    def __init__(self, rt: Runtime, channel: SlackChannel) -> None:
-        self.rt, self.channel = rt, channel
+    def __init__(self, rt: Runtime, channel: SlackChannel, admission: Admission) -> None:
+        self.rt, self.channel, self.admission = rt, channel, admission
 
     def register(self, bolt: App) -> None:
         bolt.event("app_mention")(self.mention)
@@ -204,8 +214,7 @@ class Listeners:
     def mention(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         said = parse_mention(body, context.bot_user_id)
         if said is not None:
-            address = self.channel.address_of(said.where)
-            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+            self.take(said, self.channel.address_of(said.where), context, request)
 
     def message(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         """A DM, or a reply in the thread of an existing session (other threads are not ours)."""
@@ -214,11 +223,20 @@ class Listeners:
             return
         address = self.channel.address_of(said.where)
         if said.direct or has_session(self.rt, address):
-            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+            self.take(said, address, context, request)
 
-    def click(self, ack: Ack, body: dict[str, Any], request: BoltRequest, client: WebClient) -> None:
+    def take(self, said: Said, address: str, context: BoltContext, request: BoltRequest) -> None:
+        admitted = self.admission.admits(said.principal, context)
+        item = message_item(address, said.text) if admitted else self.turned_away(said.principal, said.where)
+        self.store(said.event_id, said.principal, request, item)
+
+    def click(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest,
+              client: WebClient) -> None:
         click = parse_block_actions(body)
-        if click.position is None:  # "type an answer": the modal shows the request
+        if not self.admission.admits(click.principal, context):
+            where = interaction_place(context, click.channel_id, click.thread_ts)
+            self.store(click.external_id, click.principal, request, self.turned_away(click.principal, where))
+        elif click.position is None:  # "type an answer": the modal shows the request
             shown = find_request(self.rt, click.request_id)
             if shown is not None:
                 open_answer_modal(client, click, shown)
@@ -226,11 +244,24 @@ class Listeners:
             self.store(click.external_id, click.principal, request, choice_item(click.request_id, click.position))
         ack()
 
-    def typed(self, ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
+    def typed(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         typed = parse_view_submission(body)
-        item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
+        if self.admission.admits(typed.principal, context):
+            item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
+        else:
+            where = interaction_place(context, typed.principal.attributes.get("channelId"), "")
+            item = self.turned_away(typed.principal, where)
         self.store(typed.external_id, typed.principal, request, item)
         ack()
+
+    def turned_away(self, principal: Principal, where: Where | None) -> dict[str, Any]:
+        """The ignored item of a person of no allowed team; its notice tells them why where they wrote or
+        clicked (`where`; None: nowhere to tell them), the first time per person and channel."""
+        if where is None:
+            return ignored_item(TURNED_AWAY)
+        channel = self.channel.address_of(replace(where, thread_ts=""))
+        notice = turned_away_notice(self.channel.address_of(where), str(principal.attributes["userId"]))
+        return ignored_item(TURNED_AWAY, notice=notice, once=f"{TURNED_AWAY}:{channel}:{principal.principal_id}")
 
     def store(self, external_id: str, principal: Principal, request: BoltRequest,
               item: dict[str, Any] | None) -> None:
@@ -249,6 +280,14 @@ def failed(error: Exception) -> BoltResponse:
         return BoltResponse(status=400, body="")
     log.error("a Slack listener failed", exc_info=error)
     return BoltResponse(status=500, body="")
+
+
+def interaction_place(context: BoltContext, channel_id: str | None, thread_ts: str) -> Where | None:
+    """Where a click or a modal came from, in the workspace Bolt authorized it for (None: no channel known)."""
+    if not channel_id:
+        return None
+    return Where(team_id=context.team_id or "", channel_id=channel_id, thread_ts=thread_ts,
+                 enterprise_id=context.enterprise_id)
 
 
 def find_request(rt: Runtime, request_id: str) -> InputRequestOut | None:
@@ -281,7 +320,9 @@ def handler() -> SlackRequestHandler:
 @bp.post("/slack/events")
 @bp.post("/slack/interactions")
 def events() -> Response:
-    """Events API and interactivity. The signature is checked on the raw body before anything reads it."""
+    """Events API and interactivity. The signature is checked on the raw body before anything reads it, then
+    the body is read as Bolt will read it (Bolt reads it before any listener, or its error handler, runs): a
+    signed body Bolt could not read is a 400 here."""
     settings: Settings = current_app.config["HITL_SETTINGS"]
     try:
         verify_slack_signature(str(settings.slack_signing_secret), request.headers.get("X-Slack-Request-Timestamp"),
@@ -289,10 +330,10 @@ def events() -> Response:
     except SlackVerificationError as exc:
         raise ApiError(401, "invalid_signature", str(exc)) from exc
     try:
-        return handler().handle(request)
-    except json.JSONDecodeError as exc:  # Bolt reads the body before any listener (or its error handler) runs
-        raise ApiError(400, "invalid_payload", "the body is not a Slack payload: JSON, or a form whose `payload` "
-                       f"is JSON ({exc.msg})") from exc
+        read_body(request.get_data(), request.headers.get("Content-Type"))
+    except SlackParseError as exc:
+        raise ApiError(400, "invalid_payload", str(exc)) from exc
+    return handler().handle(request)
 
 
 @bp.get("/slack/install")

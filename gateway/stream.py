@@ -1,41 +1,47 @@
-"""A session's events as Server-Sent Events: `GET /api/sessions/<id>/events` with `Accept: text/event-stream`.
+"""Server-Sent Events, for clients that send `Accept: text/event-stream`: a session's events
+(`GET /api/sessions/<id>/events`) and the inbox of pending requests (`GET /api/inbox/events`).
 
-The database is the record: the stream polls `events_after` briefly, so any web process (any gunicorn worker
-on any host) serves any session, and a client that reconnects with `Last-Event-ID` misses nothing.
+The database is the record: a stream reads `events_after` whenever the process's poller (gateway/changes.py) sees
+its session's event count move, so any web process (any gunicorn worker on any host) serves any session, and a
+client that reconnects with `Last-Event-ID` misses nothing. Under the Procfile's web command (gateway/asgi.py) an
+open stream is served by the worker's event loop and holds no thread.
+
+Any other stream is served the same way: an `EventStream` over its own `read` and `Topic` (what its poller reads to
+know that something changed), answered with `sse_response`. The inbox's stream has no topic: it reads its first
+page of pending requests every POLL_SECONDS (ids only, at most 101 index rows) and says when that page changed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from flask import Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
-from engine.protocol import Principal
-from engine.queries import events_after
+from engine.queries import events_after, pending_inbox
 from engine.runtime import Runtime
 
-from .auth import current_principal
+from .auth import Caller, current_caller
+from .changes import POLL_SECONDS, SESSION_EVENTS, Changes, Topic
 from .errors import invalid_query
-from .schemas import query_int
+from .schemas import PAGE, query_int
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0  # a `: keepalive` comment after this long without a frame keeps proxies from closing it
-POLL_SECONDS = 0.25  # how often an open stream reads the database for new events
 BATCH = 500  # events read per query; a full batch is followed at once by the next
 RETRY_MILLISECONDS = 1000  # how long a browser's EventSource waits before it reconnects
 LIFETIME_SECONDS = 20.0
 """A stream ends after this long and its client reconnects after `Last-Event-ID`, missing nothing: a web process
 stopping (a deploy, a restart) waits for its open requests only up to gunicorn's 30 s graceful timeout, Heroku's
-grace too, and a stream that never ended held every stop that long and was then killed; each stream's thread is
-also handed back this often."""
+grace too, and a stream that never ended held every stop that long and was then killed."""
 
 
 def wants_event_stream() -> bool:
@@ -51,12 +57,12 @@ def redact_access_token(text: str) -> str:
     return ACCESS_TOKEN.sub(r"\1[hidden]", text)
 
 
-def stream_principal() -> Principal:
+def stream_caller() -> Caller:
     """The API's own check; an EventSource cannot send headers, so `?access_token=<key>` may stand in for one."""
     token = request.args.get("access_token")
     if token and "Authorization" not in request.headers:
         request.environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    return current_principal()
+    return current_caller()
 
 
 def resume_after() -> int:
@@ -72,44 +78,132 @@ def resume_after() -> int:
     return 0
 
 
+ASYNC_BODY = "hitl.async_body"
+"""A WSGI environ key a server may set (gateway/asgi.py does): a callable that takes an `EventStream` and sends it
+itself, from an event loop, after the response's head; the WSGI body is then empty, and no thread waits on it.
+Without it (`hitl serve`, any plain WSGI server) the stream is the WSGI body, and holds its thread while open."""
+
+
 def event_stream(session_id: str) -> Response:
-    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts."""
-    stream_principal()
+    """The SSE response; errors (401, 404, a bad cursor) are answered as JSON before the stream starts. A
+    session the caller does not see is a 404, as one that does not exist."""
+    seen_by = stream_caller().seen_by
     rt: Runtime = current_app.extensions["hitl"]
     after = resume_after()
-    first = events_after(rt, session_id, after, BATCH)
+    first = events_after(rt, session_id, after, BATCH, seen_by)
+    return sse_response(EventStream(
+        current_app.extensions["hitl-changes"], SESSION_EVENTS, session_id,
+        lambda cursor: events_after(rt, session_id, cursor, BATCH, seen_by), after, first,
+    ))
+
+
+def inbox_stream() -> Response:
+    """The inbox's SSE response: an `inbox` frame with `pending_inbox()` (the ids of the first page of pending
+    requests the caller sees, and `next`) at once and again whenever it changes: the console's badge follows it.
+    It has nothing to resume after (no `id:`): a reconnect starts with the inbox as it is."""
+    seen_by = stream_caller().seen_by
+    rt: Runtime = current_app.extensions["hitl"]
+    shown: dict[str, Any] | None = None
+
+    def read(cursor: int) -> list[dict[str, Any]]:
+        nonlocal shown
+        inbox = pending_inbox(rt, PAGE, seen_by)
+        if inbox == shown:
+            return []
+        shown = inbox
+        return [{"seq": cursor + 1, "inbox": inbox}]
+
+    return sse_response(EventStream(current_app.extensions["hitl-changes"], None, "the inbox", read, 0, read(0),
+                                    render=lambda item: f"event: inbox\ndata: {json.dumps(item['inbox'])}\n\n"))
+
+
+def sse_response(stream: EventStream) -> Response:
+    """The response that serves `stream`: handed to the server's event loop when it has one (`ASYNC_BODY`)."""
+    send_later = request.environ.get(ASYNC_BODY)
+    if send_later is not None:
+        send_later(stream)
     return Response(
-        frames(rt, session_id, after, first),
+        iter(()) if send_later is not None else iter(stream),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-def frames(rt: Runtime, session_id: str, after: int, batch: list[dict[str, Any]]) -> Iterator[str]:
-    """Every event after `after`, once and in order, then each new one as it is committed, for LIFETIME_SECONDS
-    (the client then reconnects, resuming after the last event it got)."""
-    yield f"retry: {RETRY_MILLISECONDS}\n\n"
-    last_write = time.monotonic()
-    ends = last_write + LIFETIME_SECONDS
-    while True:
-        for event in batch:
-            yield frame(event)
-            after = event["seq"]
+class EventStream:
+    """The frames of one open stream: every item after `after`, once and in order, then each new one as it is
+    committed, for LIFETIME_SECONDS (the client then reconnects, resuming after the last item it got).
+
+    Items are dicts with a `seq` (the cursor), a `type` and their data; `read(cursor)` returns those after a cursor
+    (at most BATCH, in order) and raises NotFound once the thing streamed is gone. Between reads the stream waits
+    on `changes` until `topic`'s version of `key` passes the last seq it sent: it never polls the database itself.
+    Without a topic it reads again every POLL_SECONDS. `render` makes an item's frame. Served blocking (`iter`) or
+    from an event loop (`aiter`) alike."""
+
+    def __init__(self, changes: Changes, topic: Topic | None, key: str, read: Callable[[int], list[dict[str, Any]]],
+                 after: int, first: list[dict[str, Any]],
+                 render: Callable[[dict[str, Any]], str] | None = None) -> None:
+        self.changes, self.topic, self.key, self.read = changes, topic, key, read
+        self.render = render or frame
+        self.after = after
+        self.batch: list[dict[str, Any]] | None = first
+        self.started = False
+        self.last_write = self.ends = 0.0
+        self.ended = False
+        self.idle = 0.0  # how long to wait for a change before the next step
+
+    def step(self) -> list[str]:
+        """The frames to send now (reading the database unless the batch is at hand); sets `ended` or `idle`."""
         now = time.monotonic()
+        frames = []
+        if not self.started:
+            self.started, self.last_write, self.ends = True, now, now + LIFETIME_SECONDS
+            frames.append(f"retry: {RETRY_MILLISECONDS}\n\n")
+        batch, self.batch = self.batch, None
+        if batch is None:
+            try:
+                batch = self.read(self.after)
+            except (SQLAlchemyError, NotFound):
+                log.warning("event stream of %s stopped; a reconnecting client resumes", self.key, exc_info=True)
+                self.ended = True
+                return frames
+        for event in batch:
+            frames.append(self.render(event))
+            self.after = event["seq"]
         if batch:
-            last_write = now
-        elif now - last_write >= HEARTBEAT_SECONDS:
-            yield ": keepalive\n\n"
-            last_write = now
-        if now >= ends:
-            return
-        if len(batch) < BATCH:
-            time.sleep(POLL_SECONDS)
-        try:
-            batch = events_after(rt, session_id, after, BATCH)
-        except (SQLAlchemyError, NotFound):
-            log.warning("event stream of %s stopped; a reconnecting client resumes", session_id, exc_info=True)
-            return
+            self.last_write = now
+        elif now - self.last_write >= HEARTBEAT_SECONDS:
+            frames.append(": keepalive\n\n")
+            self.last_write = now
+        self.ended = now >= self.ends
+        more = len(batch) >= BATCH  # a full batch is followed at once by the next
+        self.idle = 0.0 if more else min(self.last_write + HEARTBEAT_SECONDS, self.ends) - now
+        return frames
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            yield from self.step()
+            if self.ended:
+                return
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
+                time.sleep(min(self.idle, POLL_SECONDS))
+            else:
+                self.changes.wait(self.topic, self.key, self.after, self.idle)
+
+    async def aiter(self) -> AsyncIterator[str]:
+        """The same frames from an event loop: database reads run on a thread, waits cost no thread."""
+        while True:
+            for chunk in await asyncio.to_thread(self.step):
+                yield chunk
+            if self.ended:
+                return
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
+                await asyncio.sleep(min(self.idle, POLL_SECONDS))
+            else:
+                await self.changes.changed(self.topic, self.key, self.after, self.idle)
 
 
 def frame(event: dict[str, Any]) -> str:

@@ -24,14 +24,20 @@ from engine.queries import events_after, list_requests, session_history
 from engine.responses import ResponseResult, submit_responses
 from engine.runtime import Runtime
 from engine.sessions import open_session
-from engine.tables import Base, Inbound, Outbox, Session, Turn
+from engine.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_AGENT = "tests.support.agent:agent"
-API_KEYS = {"alice-key": "alice", "bob-key": "bob", "carol-key": "carol"}
+KEYS = {
+    "alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdefgh", "carol": "carol-key-0123456789abcdef",
+    "bob:operator": "bob-operator-key-0123456789", "bot:agent": "bot-agent-key-0123456789ab",
+}
+"""The test keys, by who they act as (`principalId[:role]`): users alice, bob and carol; bob as an operator
+(for an approval only bob may give, whatever session it is in); an agent, bot."""
+API_KEYS = {key: who for who, key in KEYS.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +60,7 @@ class Stack:
     def client(self, who: str | None = "alice") -> FlaskClient:
         client = self.app.test_client()
         if who is not None:
-            key = next(k for k, v in API_KEYS.items() if v == who)
-            client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+            client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {KEYS[who]}"
         return client
 
     def settle(self, timeout: float = 60.0) -> None:
@@ -81,8 +86,7 @@ class Stack:
         with self.rt.db.read() as db:
             if db.execute(select(Outbox.id).limit(1)).first():
                 return False
-            if db.execute(select(Inbound.id).where(Inbound.processed_at.is_(None), Inbound.item.is_not(None))
-                          .limit(1)).first():
+            if db.execute(select(Inbound.id).where(UNPROCESSED).limit(1)).first():
                 return False
             if self.rt.channels and db.execute(select(Session.id).where(
                     Session.channel.in_(list(self.rt.channels)), Session.delivered_seq < Session.event_seq)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.replies import match_reply
+from engine.requests import option_named
 
 from .errors import GithubParseError
 
@@ -182,8 +183,9 @@ def reply_response(reply: CommentReply, request: InputRequestOut) -> InputRespon
     ids = {option.id for option in request.options}
     if reply.kind == "approve" and "approve" in ids:
         return InputResponse(request_id=request.request_id, option_id="approve")
-    if reply.kind == "deny" and "cancel" in ids:
-        return InputResponse(request_id=request.request_id, option_id="cancel", text=reply.text)
+    deny = option_named(ids, "deny")
+    if reply.kind == "deny" and deny is not None:
+        return InputResponse(request_id=request.request_id, option_id=deny, text=reply.text)
     if reply.kind == "answer" and reply.text:
         match = match_reply([o.model_dump() for o in request.options], request.allow_freeform, reply.text,
                             notes=request.kind == "tool-approval")

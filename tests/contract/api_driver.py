@@ -45,7 +45,7 @@ class ApiDriver:
 
     def press(self, session_id: str, request_id: str, option_id: str, who: str) -> None:
         response = self.stack.client(who).patch(f"/api/requests/{request_id}", json={"optionId": option_id})
-        if response.status_code == 403:
+        if response.status_code in (403, 404):  # refused, or (another's) not theirs to see
             self.refusals.setdefault(who, []).append(response.get_json()["error"]["message"])
         self.stack.settle()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,8 +24,8 @@ from sqlalchemy.engine import make_url
 
 from engine.db import MIGRATIONS, Database
 from engine.protocol import Principal, api_key_principal
-from engine.storage import JSONType, new_id, pack_id
-from engine.tables import Base, Inbound, InputRequest, Outbox
+from engine.storage import JSONType, new_id, pack_id, principal_digest
+from engine.tables import Base, Inbound, InputRequest, Outbox, ResponseCandidate
 from engine.tables import Session as SessionRow
 from tests.support.services import require_postgres
 
@@ -257,3 +258,43 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
         assert conn.scalar(text("SELECT address FROM sessions")) == f"api:{session_id}:"
         assert conn.scalar(text("SELECT count(*) FROM pg_proc WHERE proname LIKE 'hitl%' AND pronamespace = "
                                 "current_schema()::regnamespace")) == 0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_0008_gives_earlier_rows_the_digests_of_their_principals(request: pytest.FixtureRequest, kind: str) -> None:
+    """Sessions and candidates written before 0008 (principals as arrays or, before 0005, objects) get the same
+    digest the code gives new rows, so a key's earlier sessions and requests stay its own."""
+    db: Database = request.getfixturevalue(f"{kind}_db")
+    config = db.alembic_config()
+    command.upgrade(config, "0004")  # ids not yet packed on PostgreSQL: plain SQL can write them
+    carol = api_key_principal("carol", "agent")
+    principals = {"ses_a": ALICE.wire(), "ses_b": BOB.wire(), "ses_c": None}
+    stored = {"ses_a": [*ALICE.wire().values()][:4] + [ALICE.attributes], "ses_b": BOB.wire(), "ses_c": None}
+    json_ = "CAST(:p AS JSONB)" if kind == "postgres" else ":p"
+    with db.engine.begin() as conn:
+        for session_id, principal in stored.items():
+            conn.execute(text("INSERT INTO sessions (id, agent, channel, address, initiator, status, event_seq, "
+                              f"message_seq, delivered_seq, delivery_queued, created_at, updated_at) VALUES (:s, 'a', "
+                              f"'api', :s, {json_}, 'idle', 0, 0, 0, false, :now, :now)"),
+                         {"s": session_id, "p": None if principal is None else json.dumps(principal),
+                          "now": datetime.now(UTC)})
+        conn.execute(text("INSERT INTO turns (id, session_id, seq, status, input, steps, created_at, updated_at) "
+                          "VALUES ('turn_1', 'ses_a', 1, 'waiting', 'go', 1, :now, :now)"), {"now": datetime.now(UTC)})
+        conn.execute(text("INSERT INTO runs (id, turn_id, seq, status, started_at) VALUES ('run_1', 'turn_1', 1, "
+                          "'interrupted', :now)"), {"now": datetime.now(UTC)})
+        conn.execute(text("INSERT INTO input_requests (request_id, session_id, turn_id, run_id, position, kind, "
+                          "prompt, options, allow_freeform, display, status, seq, created_at) VALUES ('req_1', "
+                          "'ses_a', 'turn_1', 'run_1', 0, 'question', 'Why?', '[]', false, 'text', 'pending', 1, "
+                          ":now)"),
+                     {"now": datetime.now(UTC)})
+        conn.execute(text("INSERT INTO response_candidates (candidate_id, request_id, responder, outcome, created_at) "
+                          f"VALUES ('cand_1', 'req_1', {json_}, 'rejected', :now)"),
+                     {"p": json.dumps([*carol.wire().values()][:4]), "now": datetime.now(UTC)})
+
+    command.upgrade(config, "head")
+
+    with db.read() as session:
+        digests = dict(session.execute(select(SessionRow.id, SessionRow.initiator_digest)).all())
+        responder = session.scalars(select(ResponseCandidate.responder_digest)).one()
+    assert digests == {session_id: principal_digest(principal) for session_id, principal in principals.items()}
+    assert digests["ses_a"] is not None and responder == principal_digest(carol.wire())

@@ -20,6 +20,7 @@ from engine.recovery import sweep
 from engine.tables import ToolCall
 from gateway.settings import Settings
 from tests.conftest import (
+    API_KEYS,
     ROOT,
     TEST_AGENT,
     Stack,
@@ -71,7 +72,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
         truncate_all(url)
         queue = f"crash-{os.getpid()}-{time.monotonic_ns()}"
         stack = Stack("postgres", Settings(database_url=url, redis_url=redis_url, queue=queue, agent=TEST_AGENT,
-                                           lease_seconds=LEASE, api_keys={"alice-key": "alice"}))
+                                           lease_seconds=LEASE, api_keys=API_KEYS))
         env = worker_env(url, redis_url, queue, HITL_LEASE_SECONDS=str(LEASE))  # its sweep recovers too
 
         def spawn() -> WorkerProcess:
@@ -217,7 +218,7 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
     env = worker_env(postgres_url, redis_url, queue, HITL_SWEEP_SECONDS="3600")
     worker = WorkerProcess(env, tmp_path / "worker.log")
     stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
-                                       agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
+                                       agent=TEST_AGENT, api_keys=API_KEYS))
     try:
         sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 8})]))
         [pending] = stack.pending(sid)

@@ -1,4 +1,6 @@
-"""The CLI's fixtures: `hitl ...` in-process, over a SQLite file of the test's own, and the app serving it."""
+"""The gateway's fixtures: the CLI's (`hitl ...` in-process, over a SQLite file of the test's own, and the app
+serving it), and each channel on PostgreSQL + Redis with a real `hitl worker`, for the tests of what the webhooks
+take."""
 
 from __future__ import annotations
 
@@ -12,7 +14,12 @@ import pytest
 from engine import defaults
 from gateway.cli import main
 from tests.conftest import TEST_AGENT, Stack, sqlite_settings
+from tests.github.support import Github, github_stack
+from tests.slack.conftest import slack_on_postgres
 from tests.support.cli import Outcome
+from tests.twilio.support import Sms, twilio_stack
+
+__all__ = ["github_on_postgres", "slack_on_postgres", "sms_on_postgres"]
 
 
 @pytest.fixture
@@ -53,3 +60,15 @@ def embedded(env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     assert built.settings.database_url == os.environ["DATABASE_URL"]
     yield built
     built.close()
+
+
+@pytest.fixture
+def sms_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sms]:
+    with twilio_stack(request, "postgres", tmp_path) as built:
+        yield built
+
+
+@pytest.fixture
+def github_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Github]:
+    with github_stack(request, "postgres", tmp_path) as built:
+        yield built

@@ -39,7 +39,7 @@ def test_turn_policy_goes_with_a_message_only(stack: Stack) -> None:
 
 def test_a_steering_message_and_a_queued_one(stack: Stack) -> None:
     sid = start(stack)
-    queued = stack.client("bob").post(f"/api/sessions/{sid}/input", json={"message": script(final="bob")})
+    queued = stack.client("bob:operator").post(f"/api/sessions/{sid}/input", json={"message": script(final="bob")})
     assert queued.get_json()["effect"] == "queued"
     steered = stack.client("alice").post(f"/api/sessions/{sid}/input",
                                          json={"message": "never mind", "turnPolicy": "queue"})
@@ -54,10 +54,8 @@ def test_a_steering_message_and_a_queued_one(stack: Stack) -> None:
 def test_cancel_through_the_api(stack: Stack) -> None:
     sid = start(stack)
     client = stack.client("alice")
-    refused = stack.client("bob").post(  # bob may not cancel alice's turn (nor settle its approval)
-        f"/api/sessions/{sid}/cancel")
-    assert (refused.status_code, refused.get_json()["error"]["code"]) == (403, "not_permitted")
-    assert "only alice or an operator may cancel" in refused.get_json()["error"]["message"]
+    hidden = stack.client("bob").post(f"/api/sessions/{sid}/cancel")  # bob does not even see alice's session
+    assert (hidden.status_code, hidden.get_json()["error"]["code"]) == (404, "not_found")
     [request] = client.get(f"/api/requests?sessionId={sid}").get_json()["requests"]
     assert request["status"] == "pending"
     response = client.post(f"/api/sessions/{sid}/cancel")
@@ -70,3 +68,10 @@ def test_cancel_through_the_api(stack: Stack) -> None:
     assert (again.status_code, again.get_json()["error"]["code"]) == (409, "conflict")
     missing = client.post("/api/sessions/ses_nope/cancel")
     assert missing.status_code == 404
+
+    by_operator = stack.client("bob:operator").post(f"/api/sessions/{sid}/input", json={"message": REFUND})
+    assert by_operator.get_json()["effect"] == "started"
+    stack.settle()
+    refused = client.post(f"/api/sessions/{sid}/cancel")  # alice's session, bob's turn
+    assert (refused.status_code, refused.get_json()["error"]["code"]) == (403, "not_permitted")
+    assert "only bob or an operator may cancel" in refused.get_json()["error"]["message"]

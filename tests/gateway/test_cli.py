@@ -202,22 +202,22 @@ def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any
     assert (candidate["responder"], candidate["outcome"]) == (OPERATOR_OPS, "allowed")
 
 
-def test_answer_cancel_with_a_note(hitl: Any, embedded: Stack) -> None:
+def test_answer_deny_with_a_note(hitl: Any, embedded: Stack) -> None:
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
 
-    done = hitl("answer", request["requestId"], "cancel", "--note", "no", "--as", "ops", "--json")
+    done = hitl("answer", request["requestId"], "deny", "--note", "no", "--as", "ops", "--json")
 
     assert done.code == 0, done.message
     result = done.json()  # the API's document
     assert (result["requestId"], result["status"]) == (request["requestId"], "settled")
     assert result["request"]["outcome"] == "denied"
-    assert result["request"]["response"] == {"optionId": "cancel", "text": "no"}
+    assert result["request"]["response"] == {"optionId": "deny", "text": "no"}
     assert result["request"]["responder"] == OPERATOR_OPS
     embedded.settle()
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
-    assert "Cancelled by ops: no" in turn["result"]
+    assert "Denied by ops: no" in turn["result"]
     assert refunds() == []
 
 
@@ -372,14 +372,17 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
 @pytest.mark.parametrize(("name", "value", "problem"), [
     ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
     ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
+    ("HITL_RETENTION_DAYS", "0", "HITL_RETENTION_DAYS: Input should be greater than or equal to 1"),
     ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: must be a sqlite:/// or postgresql:// URL"),
     ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
      "DATABASE_URL: is not a URL SQLAlchemy can read (is the port a number?)"),
     ("REDIS_URL", "localhost:6379", "REDIS_URL: must be a redis://, rediss:// or unix:// URL"),
     ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: must be one of read, triage, write, "
                                        "maintain, admin, none, any"),
-    ("HITL_API_KEYS", "k-1=alice,k-2-secret", "HITL_API_KEYS: entries look like key=principalId, and "
-                                              "entry 2 does not"),
+    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,k-2-secret", "HITL_API_KEYS: entries look like "
+     "key=principalId or key=principalId:role (role: operator, user or agent), and entry 2 does not"),
+    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,short-secret=bob:operator",
+     "HITL_API_KEYS: the key of entry 2 is shorter than 24 characters"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str, value: str, problem: str) -> None:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'hitl.db'}", "REDIS_URL": "", name: value}
@@ -389,7 +392,7 @@ def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hitl: bad settings: {problem}"), done.stderr
-    assert "Traceback" not in done.stderr and "k-2-secret" not in done.stderr  # an API key is never echoed
+    assert "Traceback" not in done.stderr and "secret" not in done.stderr  # an API key is never echoed
 
 
 @pytest.mark.parametrize(("command", "url", "problem"), [

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from engine.defaults import HISTORY_TURNS
 from engine.protocol import api_key_principal
 from engine.runtime import Runtime
 from engine.sessions import open_session
@@ -19,6 +20,7 @@ from engine.settlement import close_request
 from gateway.cli import main
 from tests.conftest import TEST_AGENT, Stack
 from tests.support.agent import read_ledger, script
+from tests.support.history import add_turns
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
 LOOKUP = script([("lookup", {"order_id": "o-1"})], final="looked up")
@@ -85,14 +87,17 @@ def test_sessions_with_a_bad_cursor_prints_only_the_error(app: Stack, capsys: py
     assert capsys.readouterr().out == ""  # no table header over nothing
 
 
-@pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "99999999999"])
-def test_sessions_takes_the_limits_the_api_takes(app: Stack, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it."""
+@pytest.mark.parametrize("command", ["sessions", "requests"])
+@pytest.mark.parametrize("limit", ["-1", "1.5", "ten", "501", "99999999999"])
+def test_lists_take_the_limits_the_api_takes(app: Stack, command: str, limit: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A negative LIMIT is no limit on SQLite and an error on PostgreSQL: refused before either sees it; a page is
+    at most 500 rows, as in the API."""
     with pytest.raises(SystemExit) as exited:
-        main(["sessions", "--limit", limit])
+        main([command, "--limit", limit])
 
     assert exited.value.code == 2
-    assert f"argument --limit: an integer from 0 to 2147483647, not '{limit}'" in capsys.readouterr().err
+    assert f"argument --limit: an integer from 0 to 500, not '{limit}'" in capsys.readouterr().err
 
 
 def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app: Stack) -> None:
@@ -124,6 +129,21 @@ def test_show_json_is_the_history_document(hitl: Hitl, app: Stack) -> None:
     assert code == 0
     assert json.loads(out) == app.history(sid)
     assert hitl("show", "ses_nope") == (1, "hitl: no session 'ses_nope'")
+
+
+def test_show_prints_the_latest_turns_and_how_to_read_earlier_ones(hitl: Hitl, app: Stack,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sid = open_session(app.rt, api_key_principal("alice")).session_id
+    ids = add_turns(app.rt.db, sid, HISTORY_TURNS + 1, api_key_principal("alice"))
+
+    def shown(*argv: str) -> tuple[list[str], str]:
+        main(["show", sid, *argv])
+        printed = capsys.readouterr()
+        return [line.split()[2] for line in printed.out.splitlines() if line.startswith("turn ")], printed.err
+
+    assert shown() == (ids[1:], f"earlier turns: add --before {ids[1]}\n")
+    assert shown("--before", ids[1]) == (ids[:1], "")
+    assert hitl("show", sid, "--before", "turn_nope") == (1, "hitl: `before` names no turn of this session")
 
 
 def test_answer_text_answers_a_question(hitl: Hitl, app: Stack) -> None:
@@ -171,7 +191,7 @@ def test_resume_a_queued_turn_whose_job_was_lost(hitl: Hitl, app: Stack) -> None
 def test_resume_refuses_turns_it_cannot_help(hitl: Hitl, app: Stack) -> None:
     done_sid, done_turn = app.start(LOOKUP)
     waiting_sid, waiting_turn = app.start(REFUND)
-    behind = app.client("bob").post(f"/api/sessions/{waiting_sid}/input", json={"message": LOOKUP})
+    behind = app.client("bob:operator").post(f"/api/sessions/{waiting_sid}/input", json={"message": LOOKUP})
     assert behind.get_json()["effect"] == "queued"  # someone else's message waits for alice's turn to end
     queued_turn = behind.get_json()["turnId"]
 

@@ -10,7 +10,8 @@ from sqlalchemy import update
 
 from engine.inbound import accept
 from engine.recovery import recover_turn
-from engine.tables import Turn
+from engine.retention import prune
+from engine.tables import Inbound, Turn
 from tests.conftest import Stack
 from tests.support.agent import script
 
@@ -20,7 +21,7 @@ BROKEN_MODEL = json.dumps({"steps": [[{"name": "lookup"}]]})  # a step without i
 
 def scrape(stack: Stack) -> dict[str, float]:
     """Every sample of one scrape, keyed by `name{labels}`."""
-    response = stack.client().get("/metrics")
+    response = stack.client("bob:operator").get("/metrics")
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.content_type == "text/plain; version=0.0.4; charset=utf-8"
     samples = {}
@@ -97,10 +98,28 @@ def test_webhook_deliveries_and_duplicates_come_from_the_database(stack: Stack) 
     assert samples['hitl_webhook_duplicates_total{channel="twilio"}'] == 0
 
 
-def test_metrics_are_prometheus_text_behind_the_api_key(stack: Stack) -> None:
+def test_pruned_deliveries_still_count(stack: Stack) -> None:
+    """sweep() prunes deliveries older than the retention; the counters keep them (a counter that went down
+    would read as a reset, and rate() as a burst of every delivery ever counted)."""
+    for channel, external_id in [("slack", "Ev1"), ("slack", "Ev1"), ("twilio", "SM1")]:
+        accept(stack.rt, channel, external_id, None, b"{}", None)
+    with stack.rt.db.write() as db:
+        db.execute(update(Inbound).values(received_at=stack.rt.now() - timedelta(days=31)))
+    accept(stack.rt, "slack", "Ev2", None, b"{}", None)
+
+    assert prune(stack.rt) == 2
+    samples = scrape(stack)
+
+    assert samples['hitl_webhook_deliveries_total{channel="slack"}'] == 2
+    assert samples['hitl_webhook_deliveries_total{channel="twilio"}'] == 1
+    assert samples['hitl_webhook_duplicates_total{channel="slack"}'] == 1
+    assert samples['hitl_webhook_duplicates_total{channel="twilio"}'] == 0
+
+
+def test_metrics_are_prometheus_text_behind_an_operators_api_key(stack: Stack) -> None:
     assert stack.client(None).get("/metrics").status_code == 401
 
-    text = stack.client().get("/metrics").get_data(as_text=True)
+    text = stack.client("bob:operator").get("/metrics").get_data(as_text=True)
 
     lines = text.splitlines()
     for family in ("hitl_input_requests_total", "hitl_input_request_decision_seconds", "hitl_turns"):

@@ -25,10 +25,10 @@ from schemathesis.generation import GenerationMode
 from werkzeug.test import TestResponse
 
 from gateway.openapi import ROUTES, Route
-from tests.conftest import Stack, sqlite_settings
+from tests.conftest import KEYS, Stack, sqlite_settings
 from tests.support.agent import script
 
-ALICE = {"Authorization": "Bearer alice-key"}
+ALICE = {"Authorization": f"Bearer {KEYS['alice']}"}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
 
@@ -130,10 +130,16 @@ def test_real_answers_of_a_refund_flow_match_the_contract(app_stack: Stack,
     assert answers.get_json()["results"][0]["status"] == "settled"
     app_stack.settle()
     conforms("POST", "/api/sessions/{sessionId}/cancel", client.post(f"/api/sessions/{sid}/cancel"), 409)
+    earlier = client.get(f"/api/sessions/{sid}?before={second['turnId']}")
+    conforms("GET", "/api/sessions/{sessionId}", earlier, 200)
+    assert [t["seq"] for t in earlier.get_json()["turns"]] == [1]
+    conforms("GET", "/api/sessions/{sessionId}", client.get(f"/api/sessions/{sid}?before=turn_nope"), 400)
     conforms("GET", "/api/sessions/{sessionId}", client.get("/api/sessions/ses_nope"), 404)
     conforms("GET", "/api/sessions", anonymous.get("/api/sessions"), 401)
     conforms("GET", "/healthz", anonymous.get("/healthz"), 200)
-    conforms("GET", "/metrics", client.get("/metrics"), 200)
+    conforms("GET", "/metrics", client.get("/metrics"), 403)  # a user's key: only an operator's reads them
+    conforms("GET", "/metrics", app_stack.client("bob:operator").get("/metrics"), 200)
+    conforms("GET", "/api/me", client.get("/api/me"), 200)
 
 
 def strategy(operation: schemathesis.APIOperation, route: Route,

@@ -1,7 +1,11 @@
-"""`hitl worker` stops promptly: RQ's command listener must not hold a warm shutdown for its one-minute wait."""
+"""`hitl worker` stops promptly: RQ's command listener must not hold a warm shutdown for its one-minute wait;
+and a worker killed outright takes its scheduler process with it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 import uuid
@@ -12,6 +16,8 @@ import pytest
 from redis import Redis
 from redis.client import PubSub
 from rq import Queue, SimpleWorker
+from rq.exceptions import SchedulerNotFound
+from rq.scheduler import RQScheduler
 from rq.worker import BaseWorker
 
 from engine.executors import RQExecutor
@@ -20,7 +26,7 @@ from engine.sessions import open_session
 from gateway.compose import build_runtime
 from gateway.rqworker import WORKER_CLASSES
 from gateway.settings import Settings
-from tests.conftest import TEST_AGENT, Stack, WorkerProcess, truncate_all, worker_env
+from tests.conftest import API_KEYS, TEST_AGENT, Stack, WorkerProcess, children, truncate_all, worker_env
 from tests.support.agent import read_ledger, script, started, wait_for
 
 PROMPT = 5.0
@@ -69,7 +75,7 @@ def test_a_sigterm_to_every_process_lets_the_running_job_finish(name: str, postg
     truncate_all(postgres_url)
     queue = f"term-{uuid.uuid4().hex[:12]}"
     stack = Stack("postgres", Settings(database_url=postgres_url, redis_url=redis_url, queue=queue,
-                                       agent=TEST_AGENT, api_keys={"alice-key": "alice"}))
+                                       agent=TEST_AGENT, api_keys=API_KEYS))
     worker = WorkerProcess(worker_env(postgres_url, redis_url, queue, HITL_WORKER_CLASS=name),
                            tmp_path / "worker.log")
     try:
@@ -101,3 +107,65 @@ def test_rq_jobs_get_the_job_timeout_of_the_settings(redis_url: str, tmp_path: P
         assert RQExecutor(redis_url).job_timeout == 180
     finally:
         rq.queue.empty()
+
+
+def scheduler_holding(connection: Redis, queue: str) -> RQScheduler | None:
+    """The scheduler that holds the queue's scheduler lock (its name and process id), if any."""
+    name = connection.get(RQScheduler.get_locking_key(queue))
+    if name is None:
+        return None
+    with contextlib.suppress(SchedulerNotFound):
+        return RQScheduler.fetch(name.decode(), connection)
+    return None
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+
+def lock_taken(connection: Redis, queue: str, other_than: str | None = None) -> RQScheduler:
+    """Wait until a scheduler (not named `other_than`) holds the queue's scheduler lock; that scheduler."""
+    found: list[RQScheduler] = []
+
+    def taken() -> bool:
+        held = scheduler_holding(connection, queue)
+        if held is not None and held.name != other_than:
+            found.append(held)
+        return bool(found)
+
+    wait_for(taken, timeout=30, what="a scheduler to take the lock")
+    return found[0]
+
+
+def test_a_sigkilled_worker_leaves_no_scheduler_behind(postgres_url: str, redis_url: str, tmp_path: Path) -> None:
+    """The OOM killer, or `kill -9` of the worker alone: its scheduler process (RQ forks one, for retries with a
+    delay) ends within seconds and gives up the queue's scheduler lock, which the next worker then takes."""
+    queue = f"orphan-{uuid.uuid4().hex[:12]}"
+    env = worker_env(postgres_url, redis_url, queue)
+    connection = Redis.from_url(redis_url)
+    first = WorkerProcess(env, tmp_path / "first.log")
+    second, orphan = None, None
+    try:
+        orphan = lock_taken(connection, queue)
+        assert orphan.pid in children(first.proc.pid), first.tail()
+
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(10)
+        wait_for(lambda: not running(orphan.pid), timeout=5, what="the scheduler process to end")
+
+        second = WorkerProcess(env, tmp_path / "second.log")
+        successor = lock_taken(connection, queue, other_than=orphan.name)
+        assert successor.pid in children(second.proc.pid), second.tail()
+    finally:
+        if second is not None:
+            second.kill(15)
+        if orphan is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(orphan.pid, signal.SIGKILL)  # without the fix it would run, holding the lock, for good
+        first.log.close()
+        connection.close()

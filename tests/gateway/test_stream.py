@@ -17,12 +17,12 @@ import requests
 from werkzeug.serving import make_server
 
 from gateway import cli, stream
-from tests.conftest import Stack, sqlite_settings
+from tests.conftest import KEYS, Stack, sqlite_settings
 from tests.support.agent import script
 from tests.support.live_server import live_server
 
 SSE = {"Accept": "text/event-stream"}
-ALICE = {"Authorization": "Bearer alice-key"}
+ALICE = {"Authorization": f"Bearer {KEYS['alice']}"}
 REFUND = script([("lookup", {"order_id": "o-1"}), ("refund", {"charge_id": "ch_1", "amount": 20.0})],
                 final="refunded")
 
@@ -147,7 +147,7 @@ def test_an_eventsource_authenticates_with_access_token_in_the_query(stack: Stac
     wrong = requests.get(url, params={"access_token": "nope"}, headers=SSE, timeout=10)
     assert (missing.status_code, wrong.status_code) == (401, 401)
     assert missing.json()["error"]["code"] == "unauthorized"
-    with requests.get(url, params={"access_token": "bob-key"}, headers=SSE, stream=True, timeout=30) as response:
+    with requests.get(url, params={"access_token": KEYS["alice"]}, headers=SSE, stream=True, timeout=30) as response:
         assert response.status_code == 200
         assert EventStream(response).events_until("turn.waiting")[0]["type"] == "message.received"
 
@@ -167,7 +167,7 @@ def test_without_the_event_stream_accept_header_the_answer_is_the_json_list(stac
                             timeout=10)
     assert response.headers["Content-Type"] == "application/json"
     assert response.json() == {"events": stack.events(session_id)[2:]}
-    token_only = requests.get(f"{server}/api/sessions/{session_id}/events", params={"access_token": "alice-key"},
+    token_only = requests.get(f"{server}/api/sessions/{session_id}/events", params={"access_token": KEYS["alice"]},
                               timeout=10)
     assert token_only.status_code == 401  # access_token stands in for the header on the stream only
 
@@ -187,7 +187,7 @@ def test_hitl_serve_logs_the_event_stream_without_its_access_token(
     thread.start()
     try:
         with caplog.at_level(logging.INFO, logger="werkzeug"):
-            for key in ("alice-key", "not-a-key"):
+            for key in (KEYS["alice"], "not-a-key"):
                 response = requests.get(f"http://127.0.0.1:{httpd.server_port}/api/sessions/ses_nope/events",
                                         params={"after": "0", "access_token": key}, headers=SSE, timeout=10)
                 assert response.status_code in (401, 404)
@@ -198,4 +198,36 @@ def test_hitl_serve_logs_the_event_stream_without_its_access_token(
 
     lines = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
     assert [line for line in lines if "/api/sessions/ses_nope/events?after=0&access_token=" in line], lines
-    assert not [line for line in lines if "alice-key" in line or "not-a-key" in line], lines
+    assert not [line for line in lines if KEYS["alice"] in line or "not-a-key" in line], lines
+
+
+def next_inbox(reader: EventStream) -> dict[str, Any]:
+    """The next `inbox` event's document; heartbeats and `retry:` skipped."""
+    while True:
+        fields = reader.frame()
+        if fields.get("event") == "inbox":
+            assert "id" not in fields  # nothing to resume after: a reconnect starts with the inbox as it is
+            return dict(json.loads(fields["data"]))
+
+
+def test_the_inbox_stream_tells_at_once_and_whenever_a_request_opens_or_closes(stack: Stack, server: str) -> None:
+    url = f"{server}/api/inbox/events"
+    with requests.get(url, headers={**SSE, **ALICE}, stream=True, timeout=30) as response:
+        assert response.status_code == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+        reader = EventStream(response)
+        assert next_inbox(reader) == {"requestIds": [], "next": None}
+        session_id, _ = stack.start(REFUND)
+        [pending] = stack.pending(session_id)
+        assert next_inbox(reader) == {"requestIds": [pending["requestId"]], "next": None}
+        answered = requests.patch(f"{server}/api/requests/{pending['requestId']}", json={"optionId": "approve"},
+                                  headers=ALICE, timeout=10)
+        assert answered.status_code == 200
+        assert next_inbox(reader) == {"requestIds": [], "next": None}  # answered elsewhere: the badge drops
+
+    other, _ = stack.start(REFUND)
+    [waiting] = stack.pending(other)
+    as_json = requests.get(url, headers=ALICE, timeout=10)
+    assert as_json.headers["Content-Type"] == "application/json"
+    assert as_json.json() == {"requestIds": [waiting["requestId"]], "next": None}
+    with requests.get(url, params={"access_token": KEYS["alice"]}, headers=SSE, stream=True, timeout=30) as again:
+        assert next_inbox(EventStream(again)) == as_json.json()  # a reconnect starts with the inbox as it is

@@ -12,6 +12,7 @@ from adapters.github import GithubChannel, render_prompt, render_settled_prompt
 from engine.channels import QueuePosition
 from engine.protocol import InputRequestOut, api_key_principal
 from engine.recovery import sweep
+from engine.storage import APPROVE, DENY
 from gateway.app import create_app
 from gateway.compose import ConfigurationError
 from gateway.github import github_channel
@@ -105,7 +106,7 @@ def request_with(prompt: str, tool_input: dict) -> InputRequestOut:
     return InputRequestOut.model_validate({
         "requestId": "req_1", "sessionId": "ses_1", "turnId": "turn_1", "kind": "tool-approval", "prompt": prompt,
         "action": {"kind": "tool-call", "callId": "call_1", "toolName": "notify", "input": tool_input},
-        "options": [{"id": "approve", "label": "Approve"}, {"id": "cancel", "label": "Cancel"}],
+        "options": [APPROVE, DENY],  # the engine's own
         "allowFreeform": False, "display": "confirmation", "requestedBy": None,
         "createdAt": datetime.now(UTC), "expiresAt": None, "status": "pending", "outcome": None})
 

@@ -1,4 +1,5 @@
-"""A response policy of one's own reads the collaborator role GitHub's permission API gave: "write or better".
+"""A response policy of one's own reads the collaborator role GitHub's permission API gave: "write or better",
+examples/github_release's.
 
 The agent here is not the test agent: a release agent whose `publish` tool anyone with write access may approve,
 the way a CI job asks maintainers on a pull request. GITHUB_MIN_PERMISSION is `triage` here, so a triager's
@@ -13,19 +14,11 @@ from typing import Any
 
 import pytest
 
-from engine import Agent, ApprovalPolicy, ResponseContext, ScriptedModel, ToolContext, always, tool
+from engine import Agent, ApprovalPolicy, ScriptedModel, ToolContext, always, tool
+from examples.github_release import write_access_or_better
 from tests.github.conftest import github_in_process
 from tests.github.support import CAROL, DAVE, REPO, Github
 from tests.support.agent import play, read_ledger, record, script
-
-WRITE_OR_BETTER = {"write", "maintain", "admin"}
-
-
-def write_access_or_better(ctx: ResponseContext) -> dict[str, str]:
-    responder = ctx.response.responder
-    if responder.authenticator == "github" and responder.attributes.get("permission") in WRITE_OR_BETTER:
-        return {"status": "allowed"}
-    return {"status": "rejected", "reason": "publishing needs write access to the repository"}
 
 
 @tool(approval=ApprovalPolicy(request=always(), response=write_access_or_better))
@@ -56,7 +49,7 @@ def test_write_access_or_better_may_approve_a_release(releases: Github) -> None:
     refused = releases.comment(CAROL, "/approve", issue=12)
     assert refused.comment.reactions == ["eyes", "-1"]
     assert releases.said(issue=12)[-1] == ("@carol your answer to “Approve publish?” was not accepted: "
-                                           "publishing needs write access to the repository")
+                                           "releasing needs write access to the repository")
     approved = releases.comment(DAVE, "/approve", issue=12)
     assert approved.comment.reactions == ["eyes", "+1"]
     assert [(e["version"], e["responder"]) for e in read_ledger()] == [("1.2.0", "github:1004")]

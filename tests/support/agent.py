@@ -300,6 +300,12 @@ def ask_then_fail(ctx: ToolContext) -> dict[str, Any]:
 
 
 @tool
+def pick(ctx: ToolContext, options: list[str]) -> dict[str, Any]:
+    """Asks which of `options`, taking no other answer."""
+    return {"picked": ctx.ask("Which one?", options=options, allow_freeform=False).value}
+
+
+@tool
 def broken(reason: str) -> dict[str, Any]:
     """Always raises."""
     raise RuntimeError(reason)
@@ -317,6 +323,7 @@ agent = Agent(
     instructions="You are the test agent.",
     model=ScriptedModel(play),
     tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, audited_refund, wire_transfer, slow_refund,
-           slow_sync, fragile, broken, average, survey, ask_then_fail, ask_question(expires_in=timedelta(minutes=30))],
+           slow_sync, fragile, broken, average, survey, ask_then_fail, pick,
+           ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

@@ -1,16 +1,21 @@
-// The console: hash routes (#/, #/inbox, #/sessions/<id>), the API key box, the pending-requests badge.
+// The console: hash routes (#/, #/inbox, #/sessions/<id>), the API key box and who it acts as, the
+// pending-requests badge. It shows what the API shows this key: its own sessions and requests, or all (an operator).
 
-import { api, apiKey } from "./api.js";
+import { api, apiKey, openInbox } from "./api.js";
 import { InboxView, SessionsView } from "./lists.js";
 import { SessionView } from "./session.js";
 
 const REFRESH_MS = 3000;
+const RECONNECT_MS = 3000;
 const main = document.getElementById("main");
 const notice = document.getElementById("notice");
 const keyPanel = document.getElementById("key-panel");
 const keyInput = document.getElementById("api-key");
 const badge = document.getElementById("inbox-count");
+const actingAs = document.getElementById("acting-as");
 let view = null;
+let inbox = null;
+let inboxRetry = null;
 
 function notify(text) {
   notice.textContent = text;
@@ -31,15 +36,34 @@ function route() {
   }
 }
 
-async function tick() {
+// "Acting as alice (user)": whose sessions and requests this page shows, from GET /api/me.
+async function showWhoAmI() {
   try {
-    const { data } = await api("GET", "/api/requests?status=pending");
-    badge.textContent = `${data.requests.length}${data.next ? "+" : ""}`; // a page of the oldest: more may wait
-    badge.hidden = data.requests.length === 0;
+    const { data } = await api("GET", "/api/me");
+    actingAs.textContent = `Acting as ${data.principal.principalId} (${data.role})`;
+    actingAs.hidden = false;
   } catch {
-    badge.hidden = true;
+    actingAs.hidden = true;
   }
-  view?.refresh?.();
+}
+
+// The badge follows the inbox stream: it changes as soon as a request opens or closes, wherever it was answered,
+// and the view refreshes then too.
+function followInbox() {
+  inbox?.close();
+  clearTimeout(inboxRetry);
+  inbox = openInbox();
+  inbox.addEventListener("inbox", (message) => {
+    const { requestIds, next } = JSON.parse(message.data);
+    badge.textContent = `${requestIds.length}${next ? "+" : ""}`; // a page of the oldest: more may wait
+    badge.hidden = requestIds.length === 0;
+    view?.refresh?.();
+  });
+  inbox.onerror = () => {
+    if (inbox.readyState !== EventSource.CLOSED) return; // the browser reconnects by itself
+    badge.hidden = true; // refused (a key is needed) or unreachable: try again in a while
+    inboxRetry = setTimeout(followInbox, RECONNECT_MS);
+  };
 }
 
 document.getElementById("key-form").addEventListener("submit", (event) => {
@@ -47,11 +71,15 @@ document.getElementById("key-form").addEventListener("submit", (event) => {
   apiKey.set(keyInput.value.trim());
   keyPanel.open = false;
   route();
+  showWhoAmI();
+  followInbox();
 });
 document.getElementById("key-forget").addEventListener("click", () => {
   apiKey.set("");
   keyInput.value = "";
   route();
+  showWhoAmI();
+  followInbox();
 });
 window.addEventListener("hitl:unauthorized", (event) => {
   keyPanel.open = true;
@@ -61,5 +89,6 @@ window.addEventListener("hashchange", route);
 
 keyInput.value = apiKey.get();
 route();
-tick();
-setInterval(tick, REFRESH_MS);
+showWhoAmI();
+followInbox();
+setInterval(() => view?.refresh?.(), REFRESH_MS); // new sessions, and a page that could not load at first
