@@ -145,9 +145,8 @@ class Stack:
         return self.history(session_id)["turns"][seq - 1]
 
     def close(self) -> None:
-        sweeper = self.app.extensions.get("hitl-sweeper")
-        if sweeper is not None:
-            sweeper.stop()
+        for thread in self.app.extensions.get("hitl-background", []):
+            thread.stop()
         if isinstance(self.rt.executor, InlineExecutor):
             self.rt.executor.join()
             self.rt.executor.shutdown()
