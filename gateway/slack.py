@@ -17,6 +17,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.error import URLError
 
 from flask import Blueprint, Flask, Response, current_app, request
 from slack_bolt import Ack, App, BoltContext, BoltRequest, BoltResponse
@@ -62,7 +63,7 @@ from engine.runtime import Runtime
 from engine.tables import InputRequest, Session
 
 from .errors import ApiError
-from .settings import ConfigurationError, Settings
+from .settings import ConfigurationError, Settings, half_configured
 from .slack_admission import TURNED_AWAY, Admission
 
 log = logging.getLogger(__name__)
@@ -100,18 +101,17 @@ def slack_mode(settings: Settings) -> Literal["single", "oauth"] | None:
         if token:
             raise ConfigurationError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
                                      "SLACK_CLIENT_SECRET (OAuth, several workspaces), not both")
-        missing = [name for name, value in oauth.items() if not value] + ([] if secret else ["SLACK_SIGNING_SECRET"])
-        if missing:
-            raise ConfigurationError(f"Slack OAuth is half configured: {', '.join(missing)} missing")
+        if not (all(oauth.values()) and secret):
+            raise half_configured("Slack", {**oauth, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token})
         return "oauth"
-    if token:
-        if not secret:
-            raise ConfigurationError("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
+    if token or secret or settings.slack_app_token:
+        if not (token and secret):
+            raise half_configured("Slack", {"SLACK_BOT_TOKEN": token, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token},
+                                  hint="" if token else " (or, for several workspaces, SLACK_CLIENT_ID and "
+                                  "SLACK_CLIENT_SECRET instead of SLACK_BOT_TOKEN)")
         return "single"
-    if secret or settings.slack_app_token:
-        given = "SLACK_SIGNING_SECRET" if secret else "SLACK_APP_TOKEN"
-        raise ConfigurationError(f"{given} is set but SLACK_BOT_TOKEN is missing "
-                                 "(or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, for several workspaces)")
     return None
 
 
@@ -149,10 +149,18 @@ def bolt_app(settings: Settings, rt: Runtime) -> App:
     OAuth states in the gateway's database, and authorization from the stored bot (no auth.test per request)."""
     client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url.rstrip("/") + "/")
     if settings.slack_bot_token:
+        sdk_log = logging.getLogger("slack_sdk.web.base_client")
+        sdk_log.disabled = True  # (its line about the failure, at start only: ours says it, naming the setting)
         try:
             return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True)
         except BoltError as exc:
             raise ConfigurationError(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
+        except OSError as exc:  # URLError among them: refused, unresolvable, timed out
+            reason = exc.reason if isinstance(exc, URLError) else exc
+            raise ConfigurationError(f"Slack cannot be reached at SLACK_API_URL ({settings.slack_api_url}): "
+                                     f"{reason}") from None
+        finally:
+            sdk_log.disabled = False
     installations = SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=rt.db.engine)
     oauth = OAuthSettings(
         client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
