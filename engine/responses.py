@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session as DbSession
 from . import defaults
 from .access import check_answers_requests
 from .decisions import session_info
-from .edits import Checker, changes, checked_edit, model_problems, read_stored, stored_text
+from .edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
@@ -145,6 +145,17 @@ def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, opti
     action = request.action or {}
     checked_edit(request.request_id, str(action.get("toolName")), data, checker)
     return data if changes(action.get("input") or {}, data) is not None else None
+
+
+def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Problem]:
+    """What is wrong with approving request `request_id` with input `data` (nothing: []), for a channel that
+    checks an edit before it stores the approve (Slack's modal shows the problems at once)."""
+    with rt.db.read() as db:
+        request, call = db.execute(_REQUEST_AND_CALL, {"request": request_id}).one_or_none() or (None, None)
+        checker = edit_checker(rt, request, call) if request is not None else None
+    if checker is None:
+        return [{"field": "input", "problem": "this request takes no edited input"}]
+    return checker(data)
 
 
 def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
