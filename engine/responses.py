@@ -319,8 +319,7 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
     candidate_id = new_id("cand")
     row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
-           "outcome": "pending",
-           "reason": None, "created_at": rt.now(), "judged_at": None}
+           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
         db.info.setdefault(UNJUDGED, {})[candidate_id] = row
     else:

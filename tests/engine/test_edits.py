@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def ran(tool_name: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def sqlite(tmp_path: Path) -> Any:
+def sqlite(tmp_path: Path) -> Iterator[Stack]:
     built = Stack("sqlite", sqlite_settings(tmp_path))
     yield built
     built.close()
