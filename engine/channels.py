@@ -95,8 +95,8 @@ class ChannelRefused(Exception):
 
 # -- text rendering, shared by the text-only channels ------------------------------------------------------
 
-TEXT_LABELS = {"cancel": "Deny", "stop": "Stop here"}
-"""SMS treats CANCEL and STOP as opt-out keywords: text channels never ask anyone to reply `cancel` or `stop`."""
+TEXT_LABELS = {"stop": "Stop here"}
+"""SMS treats STOP (and CANCEL) as opt-out keywords: text channels never ask anyone to reply `stop`."""
 
 
 def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:

@@ -1,7 +1,8 @@
 """Inbound items from channels: verified, deduplicated by platform id, stored, then applied by a job.
 
 A webhook handler calls `accept()` (one transaction: the Inbound row, unique on (channel, external id),
-and a `process_inbound` job); the job turns the stored item into responses or a message.
+and a `process_inbound` job); the job turns the stored item into responses or a message. `accept()` is where
+every channel's text enters the engine: what a database cannot store is removed there, once (`storable`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, select, update
@@ -36,6 +38,32 @@ _INSERT_ONCE = {dialect: insert(_INBOUND).on_conflict_do_nothing(index_elements=
                 .returning(_INBOUND.c.id) for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))}
 """A delivery's row unless its platform id is stored already, per dialect (its values are the parameters; on
 the table, run on the connection: no ORM work)."""
+
+
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Characters no database here can store: NUL (PostgreSQL's text cannot hold it) and lone surrogates (JSON's
+`\\ud800` reads as one; UTF-8 cannot encode it)."""
+EXTERNAL_ID_LENGTH = 200
+"""The `inbound.external_id` column's length; a longer platform id is stored as its digest."""
+
+
+def storable(value: Any) -> Any:
+    """`value` with UNSTORABLE characters removed from every string in it, keys included (the rest is kept: a
+    message with a NUL in it arrives without the NUL, never lost to a database error)."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub("", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    return value
+
+
+def storable_id(external_id: str) -> str:
+    cleaned = storable(external_id)
+    if len(cleaned) <= EXTERNAL_ID_LENGTH:
+        return str(cleaned)
+    return "sha256:" + hashlib.sha256(cleaned.encode()).hexdigest()
 
 
 def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
@@ -69,7 +97,9 @@ def ignored_item(why: str, ref: str | None = None, notice: dict[str, Any] | None
 
 def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | None, payload: bytes,
            item: dict[str, Any] | None) -> bool:
-    """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only."""
+    """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only. The id, the
+    principal and the item are stored `storable`."""
+    external_id = storable_id(external_id)
     with rt.transaction() as db:
         inbound_id = insert_once(db, channel, external_id, principal, payload, item, rt)
         if inbound_id is None:  # counted, for the metrics, and otherwise ignored
@@ -86,8 +116,8 @@ def insert_once(db: DbSession, channel: str, external_id: str, principal: Princi
     connection = db.connection()
     return connection.execute(_INSERT_ONCE[connection.dialect.name], {
         "channel": channel, "external_id": external_id, "received_at": rt.now(),
-        "principal": principal.wire() if principal else None,
-        "payload_digest": hashlib.sha256(payload).hexdigest(), "item": item,
+        "principal": storable(principal.wire()) if principal else None,
+        "payload_digest": hashlib.sha256(payload).hexdigest(), "item": storable(item),
     }).scalar_one_or_none()
 
 

@@ -168,7 +168,7 @@ class auto(RequestPolicy):  # noqa: N801
 
 @dataclass(frozen=True)
 class ResponseInfo:
-    """One response as a policy sees it: the chosen option (`approve`, `cancel`, a question's option), text,
+    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option), text,
     and the input an approve edited (None: approved as proposed)."""
 
     responder: Principal
@@ -178,7 +178,7 @@ class ResponseInfo:
 
     @property
     def decision(self) -> str | None:
-        """`approve` / `cancel` for an approval, the option id for a question (None for free text)."""
+        """`approve` / `deny` for an approval, the option id for a question (None for free text)."""
         return self.option_id
 
 

@@ -119,7 +119,7 @@ EDITED_INPUT = "an editable request's approve only: the whole input the call run
 
 
 class InputResponse(StrictWireModel):
-    """One answer to one request: an option, a text, or both (a cancel with a note); an approve of an editable
+    """One answer to one request: an option, a text, or both (a deny with a note); an approve of an editable
     request may carry the input approved."""
 
     request_id: str = Field(min_length=1)

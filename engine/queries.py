@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, func, literal, select, tuple_
+from sqlalchemy import Row, ScalarSelect, Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
@@ -34,7 +34,7 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
         cursor = None if before is None else ("before", "turn of this session", own_turn(db, session_id, before))
         newest, oldest = page_of(db, select(Turn).where(Turn.session_id == session_id), TURNS_ORDER, cursor,
                                  limit, newest_first=True)
-        turns = newest[::-1]
+        turns = [turn for turn, in newest[::-1]]
         turn_ids = [t.id for t in turns]
         runs = db.execute(select(Run).where(Run.turn_id.in_(turn_ids)).order_by(Run.seq)).scalars().all()
         requests = db.execute(
@@ -52,8 +52,9 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
             .order_by(Message.seq)
         ).scalars().all()
         return {
-            "id": session.id, "agent": session.agent, "status": session.status, "channel": session.channel,
-            "address": session.address, "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
+            "id": session.id, "title": title_of(db.scalar(select(first_message(session.id)))), "agent": session.agent,
+            "status": session.status, "channel": session.channel, "address": session.address,
+            "initiator": session.initiator, "createdAt": session.created_at.isoformat(),
             "turns": [
                 {
                     "id": t.id, "seq": t.seq, "status": t.status, "input": t.input, "result": t.result,
@@ -102,6 +103,26 @@ def require_seen(rt: Runtime, seen_by: Principal | None, *, session_id: str | No
             must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id)
 
 
+TITLE_LENGTH = 80
+"""A session's title is its first message on one line, cut to this many characters."""
+
+
+def title_of(message: str | None) -> str | None:
+    """A session's title from its first message: on one line, cut with an ellipsis past TITLE_LENGTH; None for a
+    session that has had no message yet."""
+    if message is None:
+        return None
+    line = " ".join(message.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def first_message(session_id: Any) -> ScalarSelect[str]:
+    """The start of the first message (the first turn's input) of the session `session_id` names, as much as
+    title_of needs, for a page's query: no row of it is read separately."""
+    return select(func.substr(Turn.input, 1, 4 * TITLE_LENGTH)) \
+        .where(Turn.session_id == session_id, Turn.seq == 1).scalar_subquery()
+
+
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
     text, edited = read_stored(c.decision, c.text)
     return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": text,
@@ -126,11 +147,11 @@ TURNS_ORDER = (Turn.seq,)
 """A session's turns, read newest first (its unique index on (session, seq) holds them in that order)."""
 
 
-def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,
-            limit: int | None, newest_first: bool = False) -> tuple[list[Any], Any | None]:
+def page_of(db: DbSession, query: Select[*tuple[Any, ...]], order: tuple[Any, ...], cursor: tuple[str, str, Any] | None,
+            limit: int | None, newest_first: bool = False) -> tuple[list[Row[*tuple[Any, ...]]], Any | None]:
     """A page of `query` in `order` (or its reverse), after the row a cursor names: (parameter, what it names,
-    the row or None). Returns the rows and the last of them when more may follow (a keyset cursor: a row
-    added or removed meanwhile moves no other row from its page)."""
+    the row or None). Returns the result rows and, when more may follow, the last one's entity (the query's
+    first column): a keyset cursor, so a row added or removed meanwhile moves no other row from its page."""
     if cursor is not None:
         parameter, what, anchor = cursor
         if anchor is None:
@@ -139,18 +160,19 @@ def page_of(db: DbSession, query: Select[Any], order: tuple[Any, ...], cursor: t
         there = tuple_(*(literal(getattr(anchor, column.key), column.type) for column in order))  # ids are packed
         query = query.where(here < there if newest_first else here > there)
     query = query.order_by(*(column.desc() for column in order) if newest_first else order)
-    rows = list(db.execute(query if limit is None else query.limit(limit + 1)).scalars())
+    rows = list(db.execute(query if limit is None else query.limit(limit + 1)))
     more = limit is not None and len(rows) > limit
     page = rows[:limit] if more else rows
-    return page, (page[-1] if more and page else None)
+    return page, (page[-1][0] if more and page else None)
 
 
 def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
                   limit: int | None = None, after: str | None = None,
                   seen_by: Principal | None = None) -> dict[str, Any]:
     """The inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request `after` (the
-    previous page's `next`, which `seen_by` must see). `next` is the last one's id when more may follow."""
-    query = select(InputRequest)
+    previous page's `next`, which `seen_by` must see). `next` is the last one's id when more may follow, else
+    None. Each request carries its session's title, agent and channel."""
+    query = in_session(select(InputRequest))
     if seen_by is not None:
         query = query.where(requests_seen_by(seen_by))
     if status:
@@ -160,12 +182,36 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
     with rt.db.read() as db:
         cursor = None if after is None else ("after", "input request", request_seen(db, after, seen_by))
         page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
-        return {"requests": [request_wire(r) for r in page], "next": last.request_id if last else None}
+        return {"requests": [inbox_wire(row) for row in page], "next": last.request_id if last else None}
+
+
+def in_session(query: Select[InputRequest]) -> Select[InputRequest, str, str, str]:
+    """Requests with their session's title, agent and channel, read in the same query."""
+    return query.add_columns(first_message(InputRequest.session_id), Session.agent, Session.channel) \
+        .join(Session, Session.id == InputRequest.session_id)
+
+
+def inbox_wire(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
+    request, message, agent, channel = row
+    return request_wire(request) | {"title": title_of(message), "agent": agent, "channel": channel}
+
+
+def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> dict[str, Any]:
+    """Which requests the inbox's first page of pending ones (`list_requests(status="pending", limit=limit,
+    seen_by=seen_by)`) holds, by id only: `{requestIds, next}`."""
+    with rt.db.read() as db:
+        query = select(InputRequest.request_id).where(InputRequest.status == "pending")
+        if seen_by is not None:
+            query = query.where(requests_seen_by(seen_by))
+        page, last = page_of(db, query, INBOX_ORDER, None, limit)
+        return {"requestIds": [request_id for request_id, in page], "next": last}
 
 
 def get_request(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> dict[str, Any]:
     with rt.db.read() as db:
-        return request_wire(must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id))
+        must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id)
+        row = db.execute(in_session(select(InputRequest)).where(InputRequest.request_id == request_id)).one()
+        return inbox_wire(row)
 
 
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000,
@@ -180,21 +226,23 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
 
 def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None,
                   seen_by: Principal | None = None) -> dict[str, Any]:
-    """Newest first, with the number of open requests each holds: `{sessions, next}`, at most `limit` of them,
-    those older than session `before` (the previous page's `next`, which `seen_by` must see)."""
-    query = select(Session) if seen_by is None else select(Session).where(sessions_seen_by(seen_by))
+    """Newest first, with each one's title and number of open requests: `{sessions, next}`, at most `limit` of
+    them, those older than session `before` (the previous page's `next`, which `seen_by` must see)."""
+    query = select(Session, first_message(Session.id))
+    if seen_by is not None:
+        query = query.where(sessions_seen_by(seen_by))
     with rt.db.read() as db:
         cursor = None if before is None else ("before", "session", session_seen(db, before, seen_by))
         page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
-            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s in page]))
+            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s, _ in page]))
             .group_by(InputRequest.session_id)
         ).all()) if page else {}
         sessions = [
-            {"id": s.id, "agent": s.agent, "channel": s.channel, "status": s.status,
+            {"id": s.id, "title": title_of(message), "agent": s.agent, "channel": s.channel, "status": s.status,
              "createdAt": s.created_at.isoformat(), "updatedAt": s.updated_at.isoformat(),
              "pendingRequests": pending.get(s.id, 0)}
-            for s in page
+            for s, message in page
         ]
         return {"sessions": sessions, "next": last.id if last else None}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .channels import TEXT_LABELS
-from .requests import OPTION_SYNONYMS
+from .requests import option_named
 
 DENIAL = re.compile(r"^(cancel|deny)\b[\s:,-]*(?P<note>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -24,24 +24,24 @@ def match_reply(options: list[dict[str, Any]], allow_freeform: bool, text: str, 
     """Match after trimming: option id (case-insensitive), then label (or the one text channels show instead,
     like "Stop here"), then a 1-based number written only with digits, then free text where allowed.
     `cancel <note>` / `deny <note>` carry a denial note where the request takes one (`notes`: a tool approval;
-    a question's own `cancel` option takes no text). None: no match."""
+    a question's options, even one named deny, take no note). None: no match."""
     typed = text.strip()
     if not typed:
         return None
-    wanted = OPTION_SYNONYMS.get(typed.lower(), typed.lower())
-    for option in options:
-        if option["id"].lower() == wanted:
-            return Reply(option["id"], None)
+    ids = [option["id"] for option in options]
+    named = option_named(ids, typed)
+    if named is not None:
+        return Reply(named, None)
     for option in options:
         shown = TEXT_LABELS.get(option["id"], option["label"])  # the label a text channel showed
         if typed.lower() in (option["label"].strip().lower(), shown.lower()):
             return Reply(option["id"], None)
     if typed.isascii() and typed.isdigit() and 1 <= int(typed) <= len(options):
         return Reply(options[int(typed) - 1]["id"], None)
-    ids = {o["id"] for o in options}
     denial = DENIAL.match(typed)
-    if notes and denial and "cancel" in ids:
-        return Reply("cancel", denial.group("note").strip() or None)
+    deny = option_named(ids, "deny")
+    if notes and denial and deny is not None:
+        return Reply(deny, denial.group("note").strip() or None)
     if allow_freeform:
         return Reply(None, typed)
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -9,10 +10,12 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from .protocol import InputRequestOut, principal_or_none
-from .storage import APPROVE, CANCEL, new_id
+from .storage import APPROVE, DENY, new_id
 from .tables import InputRequest, ToolCall
 
-OPTION_SYNONYMS = {"deny": "cancel"}
+OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
+"""A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
+request opened then, a Slack card posted then, a client written then)."""
 OPENED = "hitl_opened_requests"
 
 
@@ -60,7 +63,7 @@ def open_approval(
     now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
     input_schema: dict[str, Any] | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Cancel (danger), no free text; editable when
+    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text; editable when
     given the schema of the input it may be approved with. The call's new state is set first: a call proposed
     in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
@@ -72,9 +75,19 @@ def open_approval(
     return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
         prompt=prompt or f"Approve {title}?", action=action,
-        options=[APPROVE, CANCEL], allow_freeform=False, display="confirmation", requested_by=requested_by,
+        options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
     )
+
+
+def option_named(ids: Iterable[str], given: str) -> str | None:
+    """The id among `ids` that `given` names: itself (case-insensitive), else its synonym; None when none."""
+    known = list(ids)
+    for wanted in (given.lower(), OPTION_SYNONYMS.get(given.lower())):
+        match = next((i for i in known if i.lower() == wanted), None)
+        if match is not None:
+            return match
+    return None
 
 
 def request_wire(request: InputRequest) -> dict[str, Any]:

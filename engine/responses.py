@@ -28,7 +28,7 @@ from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
-from .requests import OPTION_SYNONYMS, editable, request_out
+from .requests import editable, option_named, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
@@ -173,9 +173,8 @@ def normalize(request: InputRequest, response: InputResponse) -> tuple[str | Non
     text = text or None
     option_id = None
     if response.option_id is not None:
-        wanted = OPTION_SYNONYMS.get(response.option_id.lower(), response.option_id.lower())
         ids = [o["id"] for o in request.options]
-        match = next((i for i in ids if i.lower() == wanted), None)
+        match = option_named(ids, response.option_id)
         if match is None:
             raise InvalidInput(
                 f"request {request.request_id} has no option {response.option_id!r}",
@@ -192,8 +191,8 @@ def normalize(request: InputRequest, response: InputResponse) -> tuple[str | Non
         if option_id is None:
             raise InvalidInput(f"a {request.kind} request needs an optionId",
                                {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and option_id != "cancel":
-            raise InvalidInput("text is only accepted as a note with cancel", {"requestId": request.request_id})
+        if text is not None and outcome_of(request.kind, option_id) != "denied":
+            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
     return option_id, text
 
 

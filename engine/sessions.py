@@ -35,7 +35,7 @@ def open_session(
     session_id, now = new_id("ses"), rt.now()
     with rt.transaction() as db:
         db.connection().execute(_INSERT_SESSION, {
-            "id": session_id, "agent": rt.agent.name, "channel": channel, "address": address or "",
+            "id": session_id, "agent": rt.agent_spec, "channel": channel, "address": address or "",
             "initiator": initiator.wire() if initiator else None, "status": "idle" if message is None else "active",
             "created_at": now, "updated_at": now,
         })

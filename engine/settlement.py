@@ -77,7 +77,7 @@ def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Pr
         return
     if request.outcome == "denied" and responder is not None:
         note = (request.response or {}).get("text")
-        reason = f"Cancelled by {responder.display_name}" + (f": {note}" if note else "")
+        reason = f"Denied by {responder.display_name}" + (f": {note}" if note else "")
     else:
         reason = REJECTION_NOTES.get(request.outcome or "", "Not approved")
     reject_call(rt, db, call, reason, request.session_id, status="cancelled" if request.outcome == "cancelled"

@@ -182,21 +182,25 @@ def digest_of(column: str) -> Callable[[default.DefaultExecutionContext], str | 
     return computed
 
 APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
-CANCEL = {"id": "cancel", "label": "Cancel", "style": "danger"}
+DENY = {"id": "deny", "label": "Deny", "style": "danger"}
 CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
 STOP = {"id": "stop", "label": "Stop", "style": "danger"}
-BUILT_IN_OPTIONS = {option["id"]: option for option in (APPROVE, CANCEL, CONTINUE, STOP)}
+BUILT_IN_OPTIONS = {"approve": APPROVE, "cancel": DENY, "continue": CONTINUE, "stop": STOP}
+"""The built-in options by the token stored for each. Deny is stored as `cancel`, its id while it read Cancel:
+rows written before and after the rename read the same (as Deny here, as Cancel in a release before it, whose
+processes may still run during a deploy)."""
+STORED_AS = {option["id"]: token for token, option in BUILT_IN_OPTIONS.items()}
 
 
 class OptionsJSON(Codec):
-    """A request's options; a built-in one (Approve, Cancel...) is stored as its id: a tool approval's two
+    """A request's options; a built-in one (Approve, Deny...) is stored as its token: a tool approval's two
     options take about 30 bytes instead of 140. They read back as the built-in options are now."""
 
     impl = JSONType
     cache_ok = True
 
     def pack(self, value: list[dict[str, Any]]) -> list[Any]:
-        return [o["id"] if BUILT_IN_OPTIONS.get(o["id"]) == o else o for o in value]
+        return [token if (token := STORED_AS.get(o["id"])) and BUILT_IN_OPTIONS[token] == o else o for o in value]
 
     def unpack(self, stored: list[Any]) -> list[dict[str, Any]]:
         return [dict(BUILT_IN_OPTIONS[o]) if isinstance(o, str) else o for o in stored]

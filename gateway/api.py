@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from engine.conversation import cancel_turn, post_message
 from engine.protocol import InputResponse, ResponseBody
@@ -14,6 +13,7 @@ from engine.queries import (
     get_request,
     list_requests,
     list_sessions,
+    pending_inbox,
     require_seen,
     session_history,
 )
@@ -27,10 +27,6 @@ from .errors import ApiError, invalid_query
 from .schemas import MAX_PAGE, PAGE, NewSession, SessionInput, page_limit, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-MAX_BODY_BYTES = 2**20
-"""The largest request body the API reads (a message or an answer is text for people: 1 MiB is plenty)."""
-
 
 def runtime() -> Runtime:
     rt: Runtime = current_app.extensions["hitl"]
@@ -69,16 +65,12 @@ def limit_arg() -> int:
 
 
 def json_body() -> Any:
-    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500,
-    and one over MAX_BODY_BYTES a 413, read no further."""
-    request.max_content_length = MAX_BODY_BYTES
+    """The body as JSON, None when it is not JSON; nested deeper than the parser goes is a 400, not a 500
+    (a body over the limit is a 413: gateway.body_limit)."""
     try:
         return request.get_json(silent=True)
     except RecursionError:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
-    except RequestEntityTooLarge:
-        raise ApiError(413, "body_too_large", f"the request body may be at most {MAX_BODY_BYTES} bytes",
-                       {"maxBytes": MAX_BODY_BYTES}) from None
 
 
 def has_nul(value: Any) -> bool:
@@ -173,6 +165,15 @@ def events(session_id: str) -> Response:
         return stream.event_stream(session_id)
     caller = current_caller()
     return jsonify({"events": events_after(runtime(), session_id, int_arg("after", 0), seen_by=caller.seen_by)})
+
+
+@bp.get("/inbox/events")
+def inbox_events() -> Response:
+    """Which requests the inbox's first page of pending ones holds (`{requestIds, next}`), or a live stream of it
+    (an `inbox` frame whenever it changes) when the client accepts text/event-stream."""
+    if stream.wants_event_stream():
+        return stream.inbox_stream()
+    return jsonify(pending_inbox(runtime(), PAGE, current_caller().seen_by))
 
 
 @bp.get("/requests")

@@ -25,10 +25,12 @@ from .schemas import (
     EventsQuery,
     Health,
     HistoryQuery,
+    InboxRequest,
     InputRequest,
     Me,
     MessagePosted,
     NewSession,
+    PendingInbox,
     RequestList,
     RequestsQuery,
     ResponseResults,
@@ -37,6 +39,7 @@ from .schemas import (
     SessionInput,
     SessionList,
     SessionsQuery,
+    StreamQuery,
     TurnCancelled,
 )
 
@@ -99,7 +102,11 @@ ROUTES = (
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream of the same events"}),
     Route("/api/requests", "get", "The inbox: the input requests this key is asked (an operator's: all), oldest first",
           {200: {JSON: RequestList}}, query=RequestsQuery),
-    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InputRequest}}, (*AUTH, 404)),
+    Route("/api/inbox/events", "get", "Which requests the inbox's first page of pending ones holds",
+          {200: {JSON: PendingInbox, SSE: str}}, query=StreamQuery,
+          notes={200: "JSON, or with `Accept: text/event-stream` a live stream: an `inbox` event with the same "
+                      "document at once and whenever it changes (a request opens or closes)"}),
+    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InboxRequest}}, (*AUTH, 404)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,
           notes={200: "Settled by this response", 202: "Recorded; a response policy waits for more responses"}),

@@ -112,11 +112,14 @@ class HistoryQuery(WireModel):
     before: Omittable[str] = omitted("the earlier turns: the `next` of the page before")
 
 
-class EventsQuery(WireModel):
-    after: QueryInt = Field(0, description="only events with a greater `seq`")
+class StreamQuery(WireModel):
     access_token: Omittable[str] = omitted(
         "event streams only: an API key, for EventSource clients", alias="access_token"
     )
+
+
+class EventsQuery(StreamQuery):
+    after: QueryInt = Field(0, description="only events with a greater `seq`")
 
 
 class EventsHeaders(WireModel):
@@ -147,8 +150,12 @@ class SessionCreated(WireModel):
     turn_id: str | None = Field(None, description="present when a message started the first turn")
 
 
+TITLE = "the session's first message on one line, cut to 80 characters with an ellipsis; null before its first"
+
+
 class SessionSummary(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     channel: str
     status: str
@@ -165,6 +172,14 @@ class SessionList(WireModel):
 
 class InputRequest(InputRequestOut):
     """An InputRequest (DESIGN.md section 4)."""
+
+
+class InboxRequest(InputRequest):
+    """An InputRequest as the inbox lists it: with its session's title, agent and channel."""
+
+    title: str | None = Field(description=TITLE)
+    agent: str = Field(description="the session's agent")
+    channel: str = Field(description="the session's channel: api, slack, twilio or github")
 
 
 class ResponseCandidate(WireModel):
@@ -225,6 +240,7 @@ class TurnOut(WireModel):
 
 class SessionHistory(WireModel):
     id: str
+    title: str | None = Field(description=TITLE)
     agent: str
     status: str
     channel: str
@@ -250,8 +266,15 @@ class EventList(WireModel):
 
 
 class RequestList(WireModel):
-    requests: list[InputRequest]
+    requests: list[InboxRequest]
     next: str | None = Field(description="the last request's id when more may follow (pass it as `after`), else null")
+
+
+class PendingInbox(WireModel):
+    """Which requests the inbox's first page of pending ones holds (GET /api/requests?status=pending)."""
+
+    request_ids: list[str] = Field(description="oldest first, at most 100")
+    next: str | None = Field(description="the last id when more requests are pending, else null")
 
 
 class ResponseResult(WireModel):

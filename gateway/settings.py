@@ -1,8 +1,12 @@
-"""All configuration, from the environment (one pydantic-settings class; docs/configuration.md's tables mirror it)."""
+"""All configuration, from the environment and a `.env` file (one pydantic-settings class; `.env.example` lists
+every variable, docs/configuration.md's tables describe them)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import re
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -17,6 +21,7 @@ DATABASES = ("sqlite://", "postgres://", "postgresql://", "postgresql+psycopg://
 """What DATABASE_URL may start with: SQLite (embedded) or PostgreSQL (through psycopg 3)."""
 REDISES = ("redis://", "rediss://", "unix://")
 """What REDIS_URL may start with (what redis-py's from_url takes)."""
+SLACK_TEAM = re.compile(r"^[TE][A-Z0-9]+$")
 
 
 class ConfigurationError(Exception):
@@ -24,18 +29,71 @@ class ConfigurationError(Exception):
 
 
 def load_settings() -> Settings:
-    """This process's settings, from its environment. Bad values are one ConfigurationError naming each
-    variable and what is wrong with it (not the value: some are secrets)."""
+    """This process's settings, from its environment and `.env` in the working directory (the environment wins).
+    Bad values are one ConfigurationError naming each variable and what is wrong with it (not the value: some
+    are secrets)."""
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(": ".join(filter(None, ('.'.join(str(part) for part in error['loc']), error['msg'])))
+        problems = "; ".join(": ".join(filter(None, (".".join(str(part) for part in error["loc"]), problem(error))))
                              for error in exc.errors(include_url=False))
         raise ConfigurationError(f"bad settings: {problems}") from None
 
 
+def problem(error: Any) -> str:
+    """What is wrong with a value: a validator's own words (pydantic prefixes them "Value error, "), else pydantic's."""
+    raised = error.get("ctx", {}).get("error") if error["type"] == "value_error" else None
+    return str(raised) if raised is not None else str(error["msg"])
+
+
+def half_configured(channel: str, required: dict[str, str | None], *, also_given: dict[str, str | None] | None = None,
+                    hint: str = "") -> ConfigurationError:
+    """The one wording of a channel configured in part, naming every variable given and every one missing:
+    `Twilio is half configured: TWILIO_ACCOUNT_SID is set but TWILIO_FROM and PUBLIC_BASE_URL are missing`."""
+    given = [name for name, value in {**required, **(also_given or {})}.items() if value]
+    missing = [name for name, value in required.items() if not value]
+    return ConfigurationError(f"{channel} is half configured: {names(given)} {'is' if len(given) == 1 else 'are'} "
+                              f"set but {names(missing)} {'is' if len(missing) == 1 else 'are'} missing{hint}")
+
+
+def names(variables: list[str]) -> str:
+    return " and ".join(variables) if len(variables) < 3 else f"{', '.join(variables[:-1])} and {variables[-1]}"
+
+
+def shown_database(url: str) -> str:
+    """DATABASE_URL as a person should see it: the password hidden, a SQLite file as an absolute path."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            return "sqlite:// (in memory)"
+        return f"sqlite:///{os.path.abspath(parsed.database)}"
+    return parsed.render_as_string(hide_password=True)
+
+
+def shown_redis(url: str) -> str:
+    """REDIS_URL with its password hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def described(settings: Settings) -> dict[str, str]:
+    """Which database, agent and job mode this process uses, as a person should read them (`hitl --help`)."""
+    jobs = (f"on the RQ queue {settings.queue} at {shown_redis(settings.redis_url)} (run `hitl worker`)"
+            if settings.redis_url else "in-process")
+    return {"database": shown_database(settings.database_url), "agent": settings.agent, "jobs": jobs}
+
+
+def describe(settings: Settings) -> str:
+    """`described()` in one line (the start line of `hitl serve`)."""
+    return ", ".join(f"{what} {value}" for what, value in described(settings).items())
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=None, populate_by_name=True, extra="ignore")
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", populate_by_name=True,
+                                      extra="ignore")
 
     database_url: str = Field("sqlite:///hitl.db", validation_alias="DATABASE_URL")
     redis_url: str | None = Field(None, validation_alias="REDIS_URL")
@@ -63,6 +121,9 @@ class Settings(BaseSettings):
     slack_client_secret: str | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
     slack_app_token: str | None = Field(None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field("https://slack.com/api/", validation_alias="SLACK_API_URL")
+    slack_allowed_teams: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="SLACK_ALLOWED_TEAMS")
+    slack_allow_external_users: bool = Field(False, validation_alias="SLACK_ALLOW_EXTERNAL_USERS")
 
     twilio_account_sid: str | None = Field(None, validation_alias="TWILIO_ACCOUNT_SID")
     twilio_auth_token: str | None = Field(None, validation_alias="TWILIO_AUTH_TOKEN")
@@ -126,12 +187,22 @@ class Settings(BaseSettings):
         """HITL_API_KEYS's and HITL_API_KEYS_FILE's; none means the no-key mode (loopback is the operator)."""
         return [*self.api_keys, *self.api_keys_file]
 
-    @field_validator("twilio_allow_from", "allowed_hosts", mode="before")
+    @field_validator("twilio_allow_from", "allowed_hosts", "slack_allowed_teams", mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
-        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`."""
+        """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`,
+        `SLACK_ALLOWED_TEAMS=T0123ABCD,E0456EFGH`."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("slack_allowed_teams")
+    @classmethod
+    def _slack_team_ids(cls, value: list[str]) -> list[str]:
+        """Slack's ids of workspaces (`T...`) and Enterprise Grid organizations (`E...`)."""
+        wrong = [item for item in value if not SLACK_TEAM.match(item)]
+        if wrong:
+            raise ValueError(f"entries are Slack team ids (T...) or enterprise ids (E...), not {', '.join(wrong)}")
         return value
 
     @field_validator("redis_url", mode="before")

@@ -7,16 +7,19 @@
   call in the request path, except `views.open` for the "Type an answer" and "Edit" modals (a trigger lives 3
   seconds). A submitted edit is checked against the tool before it is stored: what does not fit is shown in the
   modal (`response_action: errors`).
+* Only people of the allowed teams are heard (gateway/slack_admission.py): anyone else's message, click or
+  modal is stored as ignored, and they are told once per channel (an ephemeral message, posted by the job).
 * Socket Mode (SLACK_APP_TOKEN) runs the same listeners over a websocket: `hitl slack-socket`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.error import URLError
 
 from flask import Blueprint, Flask, Response, current_app, request
 from slack_bolt import Ack, App, BoltContext, BoltRequest, BoltResponse
@@ -40,10 +43,12 @@ from adapters.slack import (
     BotTokens,
     Click,
     InstalledBots,
+    Said,
     SlackChannel,
     SlackClient,
     SlackParseError,
     SlackVerificationError,
+    Where,
     answer_modal,
     edit_modal,
     edited_input,
@@ -53,10 +58,12 @@ from adapters.slack import (
     parse_mention,
     parse_message,
     parse_view_submission,
+    read_body,
+    turned_away_notice,
     verify_slack_signature,
 )
 from engine.db import normalize_url
-from engine.inbound import accept, choice_item, message_item, responses_item
+from engine.inbound import accept, choice_item, ignored_item, message_item, responses_item
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.requests import request_out
 from engine.responses import edit_problems
@@ -64,7 +71,8 @@ from engine.runtime import Runtime
 from engine.tables import InputRequest, Session
 
 from .errors import ApiError
-from .settings import ConfigurationError, Settings
+from .settings import ConfigurationError, Settings, half_configured
+from .slack_admission import TURNED_AWAY, Admission
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +109,17 @@ def slack_mode(settings: Settings) -> Literal["single", "oauth"] | None:
         if token:
             raise ConfigurationError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
                                      "SLACK_CLIENT_SECRET (OAuth, several workspaces), not both")
-        missing = [name for name, value in oauth.items() if not value] + ([] if secret else ["SLACK_SIGNING_SECRET"])
-        if missing:
-            raise ConfigurationError(f"Slack OAuth is half configured: {', '.join(missing)} missing")
+        if not (all(oauth.values()) and secret):
+            raise half_configured("Slack", {**oauth, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token})
         return "oauth"
-    if token:
-        if not secret:
-            raise ConfigurationError("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
+    if token or secret or settings.slack_app_token:
+        if not (token and secret):
+            raise half_configured("Slack", {"SLACK_BOT_TOKEN": token, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token},
+                                  hint="" if token else " (or, for several workspaces, SLACK_CLIENT_ID and "
+                                  "SLACK_CLIENT_SECRET instead of SLACK_BOT_TOKEN)")
         return "single"
-    if secret or settings.slack_app_token:
-        given = "SLACK_SIGNING_SECRET" if secret else "SLACK_APP_TOKEN"
-        raise ConfigurationError(f"{given} is set but SLACK_BOT_TOKEN is missing "
-                                 "(or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, for several workspaces)")
     return None
 
 
@@ -127,7 +134,9 @@ def init_app(app: Flask) -> None:
         return
     settings: Settings = app.config["HITL_SETTINGS"]
     bolt = bolt_app(settings, rt)
-    Listeners(rt, channel).register(bolt)
+    installations = bolt.installation_store
+    stored = installations if isinstance(installations, SQLAlchemyInstallationStore) else None
+    Listeners(rt, channel, Admission(settings, stored)).register(bolt)
     app.extensions["slack"] = SlackRequestHandler(bolt)
     app.register_blueprint(bp)
 
@@ -148,10 +157,18 @@ def bolt_app(settings: Settings, rt: Runtime) -> App:
     OAuth states in the gateway's database, and authorization from the stored bot (no auth.test per request)."""
     client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url.rstrip("/") + "/")
     if settings.slack_bot_token:
+        sdk_log = logging.getLogger("slack_sdk.web.base_client")
+        sdk_log.disabled = True  # (its line about the failure, at start only: ours says it, naming the setting)
         try:
             return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True)
         except BoltError as exc:
             raise ConfigurationError(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
+        except OSError as exc:  # URLError among them: refused, unresolvable, timed out
+            reason = exc.reason if isinstance(exc, URLError) else exc
+            raise ConfigurationError(f"Slack cannot be reached at SLACK_API_URL ({settings.slack_api_url}): "
+                                     f"{reason}") from None
+        finally:
+            sdk_log.disabled = False
     installations = SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=rt.db.engine)
     oauth = OAuthSettings(
         client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
@@ -184,10 +201,11 @@ class StoredBotAuthorize(Authorize):
 
 class Listeners:
     """Each listener turns a verified payload into an inbound item (`engine.inbound.accept`: deduplicated,
-    stored, a job enqueued) and acks; the job does the rest."""
+    stored, a job enqueued) and acks; the job does the rest. A person the admission turns away gets an ignored
+    item instead, whose notice tells them why, once per channel."""
 
-    def __init__(self, rt: Runtime, channel: SlackChannel) -> None:
-        self.rt, self.channel = rt, channel
+    def __init__(self, rt: Runtime, channel: SlackChannel, admission: Admission) -> None:
+        self.rt, self.channel, self.admission = rt, channel, admission
 
     def register(self, bolt: App) -> None:
         bolt.event("app_mention")(self.mention)
@@ -205,8 +223,7 @@ class Listeners:
     def mention(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         said = parse_mention(body, context.bot_user_id)
         if said is not None:
-            address = self.channel.address_of(said.where)
-            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+            self.take(said, self.channel.address_of(said.where), context, request)
 
     def message(self, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         """A DM, or a reply in the thread of an existing session (other threads are not ours)."""
@@ -215,11 +232,20 @@ class Listeners:
             return
         address = self.channel.address_of(said.where)
         if said.direct or has_session(self.rt, address):
-            self.store(said.event_id, said.principal, request, message_item(address, said.text))
+            self.take(said, address, context, request)
 
-    def click(self, ack: Ack, body: dict[str, Any], request: BoltRequest, client: WebClient) -> None:
+    def take(self, said: Said, address: str, context: BoltContext, request: BoltRequest) -> None:
+        admitted = self.admission.admits(said.principal, context)
+        item = message_item(address, said.text) if admitted else self.turned_away(said.principal, said.where)
+        self.store(said.event_id, said.principal, request, item)
+
+    def click(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest,
+              client: WebClient) -> None:
         click = parse_block_actions(body)
-        if click.position is None:  # "type an answer" or "edit": a modal shows the request
+        if not self.admission.admits(click.principal, context):
+            where = interaction_place(context, click.channel_id, click.thread_ts)
+            self.store(click.external_id, click.principal, request, self.turned_away(click.principal, where))
+        elif click.position is None:  # "type an answer" or "edit": a modal shows the request
             shown = find_request(self.rt, click.request_id)
             if shown is not None and click.control == "edit":
                 if shown.editable and shown.status == "pending":
@@ -230,15 +256,24 @@ class Listeners:
             self.store(click.external_id, click.principal, request, choice_item(click.request_id, click.position))
         ack()
 
-    def typed(self, ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
+    def typed(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
         typed = parse_view_submission(body)
-        item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
+        if self.admission.admits(typed.principal, context):
+            item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
+        else:
+            item = self.turned_away_from_modal(typed.principal, context)
         self.store(typed.external_id, typed.principal, request, item)
         ack()
 
-    def edited(self, ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
-        """An edit is approved once it fits the tool; until then the modal stays open, saying what does not."""
+    def edited(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
+        """An edit is approved once it fits the tool; until then the modal stays open, saying what does not.
+        A person of no allowed team is turned away as anywhere else (their edit is neither checked nor kept)."""
         submission = parse_edit_submission(body)
+        if not self.admission.admits(submission.principal, context):
+            self.store(submission.external_id, submission.principal, request,
+                       self.turned_away_from_modal(submission.principal, context))
+            ack()
+            return
         shown = find_request(self.rt, submission.request_id)
         if shown is None:
             raise SlackParseError(f"an edit of no known request ({submission.request_id})")
@@ -250,6 +285,19 @@ class Listeners:
         response = InputResponse(request_id=shown.request_id, option_id="approve", input=data)
         self.store(submission.external_id, submission.principal, request, responses_item([response]))
         ack()
+
+    def turned_away(self, principal: Principal, where: Where | None) -> dict[str, Any]:
+        """The ignored item of a person of no allowed team; its notice tells them why where they wrote or
+        clicked (`where`; None: nowhere to tell them), the first time per person and channel."""
+        if where is None:
+            return ignored_item(TURNED_AWAY)
+        channel = self.channel.address_of(replace(where, thread_ts=""))
+        notice = turned_away_notice(self.channel.address_of(where), str(principal.attributes["userId"]))
+        return ignored_item(TURNED_AWAY, notice=notice, once=f"{TURNED_AWAY}:{channel}:{principal.principal_id}")
+
+    def turned_away_from_modal(self, principal: Principal, context: BoltContext) -> dict[str, Any]:
+        """`turned_away` for a modal's submission, told in the channel its card was in."""
+        return self.turned_away(principal, interaction_place(context, principal.attributes.get("channelId"), ""))
 
     def store(self, external_id: str, principal: Principal, request: BoltRequest,
               item: dict[str, Any] | None) -> None:
@@ -268,6 +316,14 @@ def failed(error: Exception) -> BoltResponse:
         return BoltResponse(status=400, body="")
     log.error("a Slack listener failed", exc_info=error)
     return BoltResponse(status=500, body="")
+
+
+def interaction_place(context: BoltContext, channel_id: str | None, thread_ts: str) -> Where | None:
+    """Where a click or a modal came from, in the workspace Bolt authorized it for (None: no channel known)."""
+    if not channel_id:
+        return None
+    return Where(team_id=context.team_id or "", channel_id=channel_id, thread_ts=thread_ts,
+                 enterprise_id=context.enterprise_id)
 
 
 def find_request(rt: Runtime, request_id: str) -> InputRequestOut | None:
@@ -300,7 +356,9 @@ def handler() -> SlackRequestHandler:
 @bp.post("/slack/events")
 @bp.post("/slack/interactions")
 def events() -> Response:
-    """Events API and interactivity. The signature is checked on the raw body before anything reads it."""
+    """Events API and interactivity. The signature is checked on the raw body before anything reads it, then
+    the body is read as Bolt will read it (Bolt reads it before any listener, or its error handler, runs): a
+    signed body Bolt could not read is a 400 here."""
     settings: Settings = current_app.config["HITL_SETTINGS"]
     try:
         verify_slack_signature(str(settings.slack_signing_secret), request.headers.get("X-Slack-Request-Timestamp"),
@@ -308,10 +366,10 @@ def events() -> Response:
     except SlackVerificationError as exc:
         raise ApiError(401, "invalid_signature", str(exc)) from exc
     try:
-        return handler().handle(request)
-    except json.JSONDecodeError as exc:  # Bolt reads the body before any listener (or its error handler) runs
-        raise ApiError(400, "invalid_payload", "the body is not a Slack payload: JSON, or a form whose `payload` "
-                       f"is JSON ({exc.msg})") from exc
+        read_body(request.get_data(), request.headers.get("Content-Type"))
+    except SlackParseError as exc:
+        raise ApiError(400, "invalid_payload", str(exc)) from exc
+    return handler().handle(request)
 
 
 @bp.get("/slack/install")

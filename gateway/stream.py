@@ -1,4 +1,5 @@
-"""A session's events as Server-Sent Events: `GET /api/sessions/<id>/events` with `Accept: text/event-stream`.
+"""Server-Sent Events, for clients that send `Accept: text/event-stream`: a session's events
+(`GET /api/sessions/<id>/events`) and the inbox of pending requests (`GET /api/inbox/events`).
 
 The database is the record: a stream reads `events_after` whenever the process's poller (gateway/changes.py) sees
 its session's event count move, so any web process (any gunicorn worker on any host) serves any session, and a
@@ -6,7 +7,8 @@ client that reconnects with `Last-Event-ID` misses nothing. Under the Procfile's
 open stream is served by the worker's event loop and holds no thread.
 
 Any other stream is served the same way: an `EventStream` over its own `read` and `Topic` (what its poller reads to
-know that something changed), answered with `sse_response`.
+know that something changed), answered with `sse_response`. The inbox's stream has no topic: it reads its first
+page of pending requests every POLL_SECONDS (ids only, at most 101 index rows) and says when that page changed.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from flask import Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
-from engine.queries import events_after
+from engine.queries import events_after, pending_inbox
 from engine.runtime import Runtime
 
 from .auth import Caller, current_caller
-from .changes import SESSION_EVENTS, Changes, Topic
+from .changes import POLL_SECONDS, SESSION_EVENTS, Changes, Topic
 from .errors import invalid_query
-from .schemas import query_int
+from .schemas import PAGE, query_int
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,26 @@ def event_stream(session_id: str) -> Response:
     ))
 
 
+def inbox_stream() -> Response:
+    """The inbox's SSE response: an `inbox` frame with `pending_inbox()` (the ids of the first page of pending
+    requests the caller sees, and `next`) at once and again whenever it changes: the console's badge follows it.
+    It has nothing to resume after (no `id:`): a reconnect starts with the inbox as it is."""
+    seen_by = stream_caller().seen_by
+    rt: Runtime = current_app.extensions["hitl"]
+    shown: dict[str, Any] | None = None
+
+    def read(cursor: int) -> list[dict[str, Any]]:
+        nonlocal shown
+        inbox = pending_inbox(rt, PAGE, seen_by)
+        if inbox == shown:
+            return []
+        shown = inbox
+        return [{"seq": cursor + 1, "inbox": inbox}]
+
+    return sse_response(EventStream(current_app.extensions["hitl-changes"], None, "the inbox", read, 0, read(0),
+                                    render=lambda item: f"event: inbox\ndata: {json.dumps(item['inbox'])}\n\n"))
+
+
 def sse_response(stream: EventStream) -> Response:
     """The response that serves `stream`: handed to the server's event loop when it has one (`ASYNC_BODY`)."""
     send_later = request.environ.get(ASYNC_BODY)
@@ -114,11 +136,14 @@ class EventStream:
     Items are dicts with a `seq` (the cursor), a `type` and their data; `read(cursor)` returns those after a cursor
     (at most BATCH, in order) and raises NotFound once the thing streamed is gone. Between reads the stream waits
     on `changes` until `topic`'s version of `key` passes the last seq it sent: it never polls the database itself.
-    Served blocking (`iter`) or from an event loop (`aiter`) alike."""
+    Without a topic it reads again every POLL_SECONDS. `render` makes an item's frame. Served blocking (`iter`) or
+    from an event loop (`aiter`) alike."""
 
-    def __init__(self, changes: Changes, topic: Topic, key: str, read: Callable[[int], list[dict[str, Any]]],
-                 after: int, first: list[dict[str, Any]]) -> None:
+    def __init__(self, changes: Changes, topic: Topic | None, key: str, read: Callable[[int], list[dict[str, Any]]],
+                 after: int, first: list[dict[str, Any]],
+                 render: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.changes, self.topic, self.key, self.read = changes, topic, key, read
+        self.render = render or frame
         self.after = after
         self.batch: list[dict[str, Any]] | None = first
         self.started = False
@@ -142,7 +167,7 @@ class EventStream:
                 self.ended = True
                 return frames
         for event in batch:
-            frames.append(frame(event))
+            frames.append(self.render(event))
             self.after = event["seq"]
         if batch:
             self.last_write = now
@@ -159,7 +184,11 @@ class EventStream:
             yield from self.step()
             if self.ended:
                 return
-            if self.idle > 0:
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
+                time.sleep(min(self.idle, POLL_SECONDS))
+            else:
                 self.changes.wait(self.topic, self.key, self.after, self.idle)
 
     async def aiter(self) -> AsyncIterator[str]:
@@ -169,7 +198,11 @@ class EventStream:
                 yield chunk
             if self.ended:
                 return
-            if self.idle > 0:
+            if self.idle <= 0:
+                continue
+            if self.topic is None:
+                await asyncio.sleep(min(self.idle, POLL_SECONDS))
+            else:
                 await self.changes.changed(self.topic, self.key, self.after, self.idle)
 
 

@@ -22,6 +22,7 @@ from engine.edits import Problem
 from engine.forms import edited, form_fields
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.replies import match_reply
+from engine.requests import option_named
 
 from .errors import GithubParseError
 
@@ -239,8 +240,9 @@ def reply_response(reply: CommentReply, request: InputRequestOut) -> InputRespon
                                          for name in stray])
         return edit_response(request, fields) if fields else InputResponse(request_id=request.request_id,
                                                                            option_id="approve")
-    if reply.kind == "deny" and "cancel" in ids:
-        return InputResponse(request_id=request.request_id, option_id="cancel", text=reply.text)
+    deny = option_named(ids, "deny")
+    if reply.kind == "deny" and deny is not None:
+        return InputResponse(request_id=request.request_id, option_id=deny, text=reply.text)
     if reply.kind == "answer" and reply.text:
         match = match_reply([o.model_dump() for o in request.options], request.allow_freeform, reply.text,
                             notes=request.kind == "tool-approval")

@@ -1,6 +1,7 @@
 """Slack: approvals as buttons, questions as menus, answers settled from Slack (built on slack-sdk)."""
 
-from .channel import SlackChannel
+from .body import read_body
+from .channel import SlackChannel, turned_away_notice
 from .client import BotToken, BotTokens, InstalledBots, SlackClient
 from .errors import SlackApiError, SlackError, SlackParseError, SlackVerificationError
 from .parse import (
@@ -47,5 +48,7 @@ __all__ = [
     "parse_mention",
     "parse_message",
     "parse_view_submission",
+    "read_body",
+    "turned_away_notice",
     "verify_slack_signature",
 ]

@@ -1,4 +1,5 @@
-"""`SlackChannel`: the engine's ChannelAdapter for Slack. Every open request is shown, each as its own card.
+"""`SlackChannel`: the engine's ChannelAdapter for Slack. Every open request is shown, each as its own card;
+`notify` tells a person turned away (another organization's) why, with an ephemeral message.
 
 Built in web processes and workers alike (no Flask, no Bolt): delivery jobs call it; the gateway's Bolt
 listeners use `address_of()` so a mention, a reply and an API-given place name a session the same way.
@@ -96,3 +97,13 @@ class SlackChannel:
                                        render.refusal(request, reason))
         except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
             log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)
+
+    def notify(self, notice: dict[str, Any]) -> None:
+        """Post a turned-away person's notice (see `turned_away_notice`) as an ephemeral message to them, where
+        they wrote or clicked; raises like any post (the engine logs it, and a later item tries again)."""
+        self.client.post_ephemeral(Where.from_address(notice["address"]), notice["user"], notice["text"])
+
+
+def turned_away_notice(address: str, user_id: str) -> dict[str, Any]:
+    """The notice for `notify`: what to tell the user `user_id` at `address` (a channel, or a thread in it)."""
+    return {"address": address, "user": user_id, "text": render.TURNED_AWAY}

@@ -1,6 +1,7 @@
 """Slack payloads in, engine terms out: who said or picked what, where.
 
-Only the fields this gateway reads are modelled (pydantic, extras ignored: Slack adds fields without notice).
+Only the fields this gateway reads are modelled (pydantic, extras ignored: Slack adds fields without notice);
+ids are `Id`s (printable ASCII), so a signed payload with a strange one is a parse error, never a strange query.
 Interactive controls carry `hitl|<request id>|<control>` as their `action_id` and an option's number as their
 `value`: opaque ids, never authority (the principal comes from the signed payload's `user`).
 """
@@ -18,6 +19,7 @@ from engine.edits import Problem
 from engine.forms import FormField, edited, form_fields
 from engine.protocol import InputRequestOut, Principal
 
+from .body import Id
 from .errors import SlackParseError
 
 ACTION_PREFIX = "hitl|"
@@ -84,30 +86,31 @@ class Payload(BaseModel):
 
 class MessageEvent(Payload):
     type: Literal["app_mention", "message"]
-    channel: str
-    ts: str
-    user: str | None = None
+    channel: Id
+    ts: Id
+    user: Id | None = None
     text: str = ""
-    thread_ts: str | None = None
-    channel_type: str | None = None
-    subtype: str | None = None
-    bot_id: str | None = None
-    team: str | None = None
-    user_team: str | None = None
+    thread_ts: Id | None = None
+    channel_type: Id | None = None
+    subtype: Id | None = None
+    bot_id: Id | None = None
+    team: Id | None = None
+    user_team: Id | None = None
 
 
 class Authorization(Payload):
-    team_id: str | None = None
-    enterprise_id: str | None = None
+    team_id: Id | None = None
+    enterprise_id: Id | None = None
 
 
 class EventCallback(Payload):
     type: Literal["event_callback"]
-    event_id: str
+    event_id: Id
     event: MessageEvent
-    team_id: str | None = None
-    enterprise_id: str | None = None
+    team_id: Id | None = None
+    enterprise_id: Id | None = None
     authorizations: list[Authorization] = []
+    is_ext_shared_channel: bool = False
 
     def workspace(self) -> tuple[str | None, str | None]:
         """The installation the event came to, (team, enterprise): `authorizations[0]`'s (in a Slack Connect
@@ -117,6 +120,17 @@ class EventCallback(Payload):
             return self.team_id, self.enterprise_id
         installed = self.authorizations[0]
         return installed.team_id or self.team_id, installed.enterprise_id
+
+    def writers_enterprise(self, team: str) -> str | None:
+        """The Enterprise Grid organization of the event's writer, whose team is `team` (Bolt's
+        `extract_actor_enterprise_id`): the team itself when Slack names it by its organization (`E...`); in a
+        Slack Connect channel the top-level one when the writer's team is the top-level team, else unknown; in
+        a channel not shared outside, the installation's (everyone in it is of that organization)."""
+        if team.startswith("E"):
+            return team
+        if self.is_ext_shared_channel:
+            return self.enterprise_id if team == self.team_id else None
+        return self.workspace()[1]
 
 
 @dataclass(frozen=True)
@@ -170,7 +184,7 @@ def said(callback: EventCallback, bot_user_id: str | None, thread: str, direct: 
     workspace = workspace or team
     if not text or not team or not workspace:
         return None
-    principal = slack_principal(event.user, team, event.channel, callback.enterprise_id)
+    principal = slack_principal(event.user, team, event.channel, callback.writers_enterprise(team))
     where = Where(team_id=workspace, channel_id=event.channel, thread_ts=thread, enterprise_id=enterprise)
     return Said(callback.event_id, principal, where, text, direct)
 
@@ -190,19 +204,25 @@ def plain_text(text: str, bot_user_id: str | None) -> str:
 
 
 class User(Payload):
-    id: str
-    team_id: str | None = None
+    id: Id
+    team_id: Id | None = None
     username: str | None = None
     name: str | None = None
 
 
 class Identified(Payload):
-    id: str
+    id: Id
 
 
 class Container(Payload):
-    channel_id: str | None = None
-    message_ts: str | None = None
+    channel_id: Id | None = None
+    message_ts: Id | None = None
+
+
+class Posted(Payload):
+    """The message a control was on (its `thread_ts` when it is in a thread)."""
+
+    thread_ts: Id | None = None
 
 
 class SelectedOption(Payload):
@@ -210,8 +230,8 @@ class SelectedOption(Payload):
 
 
 class Action(Payload):
-    action_id: str
-    action_ts: str
+    action_id: Id
+    action_ts: Id
     value: str | None = None
     selected_option: SelectedOption | None = None
 
@@ -234,13 +254,15 @@ class BlockActions(Interaction):
     actions: list[Action] = Field(min_length=1)
     container: Container = Container()
     channel: Identified | None = None
-    trigger_id: str | None = None
+    trigger_id: Id | None = None
+    message: Posted | None = None
 
 
 @dataclass(frozen=True)
 class Click:
     """A person used a control of a request's card: picked option number `position`, or (None) asked for a
-    modal, to type an answer (`control` "type") or to edit an approval's input ("edit")."""
+    modal, to type an answer (`control` "type") or to edit an approval's input ("edit"); `thread_ts` is the
+    card's thread ("" for a card outside one)."""
 
     external_id: str
     principal: Principal
@@ -249,6 +271,7 @@ class Click:
     channel_id: str | None
     trigger_id: str | None
     control: str = ""
+    thread_ts: str = ""
 
 
 def parse_block_actions(body: dict[str, Any]) -> Click:
@@ -262,8 +285,9 @@ def parse_block_actions(body: dict[str, Any]) -> Click:
     value = action.selected_option.value if action.selected_option else action.value
     position = None if control in MODALS else option_number(value)
     channel = payload.container.channel_id or (payload.channel.id if payload.channel else None)
+    thread = payload.message.thread_ts if payload.message else None
     return Click(f"{action.action_ts}:{payload.user.id}:{action.action_id}", payload.principal(channel),
-                 request_id, position, channel, payload.trigger_id, control)
+                 request_id, position, channel, payload.trigger_id, control, thread or "")
 
 
 MODALS = ("type", "edit")
@@ -295,8 +319,8 @@ class ViewState(Payload):
 
 
 class View(Payload):
-    id: str
-    callback_id: str
+    id: Id
+    callback_id: Id
     private_metadata: str = ""
     state: ViewState = ViewState()
 

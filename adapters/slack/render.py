@@ -195,7 +195,7 @@ def outcome_line(request: InputRequestOut) -> str:
         changes = response.get("changes")
         return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
     if request.outcome == "denied":
-        return f"Cancelled by {who}" + (f": {fit(note, NOTE)}" if note else "")
+        return f"Denied by {who}" + (f": {fit(note, NOTE)}" if note else "")
     if request.outcome == "answered":
         labels = {option.id: option.label for option in request.options}
         answer = labels.get(response.get("optionId") or "", note or "")
@@ -215,6 +215,12 @@ def refusal(request: InputRequestOut, reason: str) -> str:
     """What a refused responder reads; Slack principals the policy names become mentions."""
     said = MENTIONABLE.sub(r"<@\1>", fit(reason, NOTE))
     return f"You can't answer \"{fit(request.prompt, NOTE)}\": {said}"
+
+
+TURNED_AWAY = ("Thanks, but this was not passed on: this app acts only for people of the workspaces it serves, "
+               "and you are in another organization. Nothing you send it here (messages or button clicks) is "
+               "taken; ask someone of this workspace to pass it on.")
+"""The ephemeral a person of another organization (a Slack Connect guest) reads, once per channel."""
 
 
 def answer_modal(request: InputRequestOut, channel_id: str | None) -> dict[str, Any]:

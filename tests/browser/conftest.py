@@ -1,13 +1,15 @@
 """The web console in a real browser: fixtures and helpers (Debian's chromium, headless, driven by Playwright).
 
-Each test module gets its own gateways; every step leaves a screenshot in test-output/browser/. Skips when
-chromium or playwright is missing, unless HITL_REQUIRE_SERVICES=1.
+Each test module gets its own gateways; every step leaves a screenshot in test-output/browser/ (or in the folder
+HITL_SCREENSHOTS names). Skips when chromium or playwright is missing, unless HITL_REQUIRE_SERVICES=1.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ try:
 except ImportError:  # require_browser() then skips every test with the reason (or fails it under CI)
     pass
 
-SHOTS = ROOT / "test-output" / "browser"
+SHOTS = Path(os.environ.get("HITL_SCREENSHOTS") or ROOT / "test-output" / "browser")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 # Chromium logs every 4xx answer; 401 (no key yet), 403 (a refused response) and 422 (a refused edit) are part
 # of the story.
@@ -91,7 +93,7 @@ def keyed_page(browser: Any, keyed: str) -> Iterator[Any]:
 
 @pytest.fixture
 def shot(request: pytest.FixtureRequest) -> Shot:
-    """`shot(page, "1-step")` saves test-output/browser/<test>/1-step.png."""
+    """`shot(page, "1-step")` saves <SHOTS>/<test>/1-step.png."""
     folder = SHOTS / request.node.name
 
     def take(page: Any, step: str) -> None:

@@ -38,17 +38,18 @@ def test_approve_a_refund_and_read_the_history(page: Any, shot: Shot) -> None:
     expect(card.get_by_role("button")).to_have_count(0)
     expect(page.locator(".message.assistant").last).to_contain_text("Refunded 20.00 on ch_1001")
     history = page.locator(".history")
-    expect(history).to_contain_text("Run 1 interrupted")
+    expect(history).to_contain_text("Run 1 paused for input")  # it waited for a person; nothing went wrong
+    expect(history).not_to_contain_text("interrupted")
     expect(history).to_contain_text("Run 2 succeeded")
     expect(history).to_contain_text("local: approve → allowed")
     shot(page, "2-approved")
 
 
-def test_cancel_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) -> None:
+def test_deny_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) -> None:
     card = start_session(page, "refund $30 on ch_1003")
     card.get_by_label("Note (optional)").fill("too expensive")
     page.keyboard.press("Tab")
-    expect(card.get_by_role("button", name="Cancel")).to_be_focused()
+    expect(card.get_by_role("button", name="Deny")).to_be_focused()
     shot(page, "1-note-typed")
     page.keyboard.press("Enter")
     expect(card.locator(".outcome")).to_have_text("denied by local: too expensive")
@@ -57,12 +58,16 @@ def test_cancel_a_refund_with_a_note_from_the_keyboard(page: Any, shot: Shot) ->
     shot(page, "2-denied")
 
 
-def test_answer_a_question_from_the_select(page: Any, shot: Shot) -> None:
+def test_answer_a_question_from_its_buttons_which_show_each_option_s_description(page: Any, shot: Shot) -> None:
     card = start_session(page, "upgrade my plan")
     expect(card).to_contain_text("Which plan?")
-    card.get_by_label("Choose").select_option("Pro")
+    pro = card.get_by_role("button", name="Pro", exact=True)
+    expect(pro).to_have_accessible_description("$29 a month, five seats")
+    expect(card.get_by_text("talk to sales")).to_be_visible()  # every option's description, without opening a menu
+    expect(card.get_by_role("combobox")).to_have_count(0)
+    expect(card.get_by_label("Or type an answer")).to_be_visible()
     shot(page, "1-question")
-    card.get_by_role("button", name="Send").click()
+    pro.click()
     expect(card.locator(".outcome")).to_have_text("answered by local: Pro")
     expect(page.locator(".message.assistant").last).to_contain_text("you are on the Pro plan now")
     shot(page, "2-answered")
@@ -74,8 +79,9 @@ def test_the_inbox_answers_in_place_and_a_session_page_follows_answers_given_els
     requests.post(f"{embedded}/api/sessions", json={"message": "refund $5 on ch_1002"}, timeout=10)
     second = requests.post(f"{embedded}/api/sessions", json={"message": "refund $6 on ch_1002"}, timeout=10).json()
     page.goto("/#/inbox")
-    card = page.locator("article.card", has=page.get_by_role("link", name="open session")).filter(
-        has_text='"amount": 5')
+    card = page.locator("article.card").filter(has_text='"amount": 5')
+    expect(card.get_by_role("link", name="refund $5 on ch_1002")).to_be_visible()
+    expect(card.locator(".session-line .meta")).to_have_text("gateway.demo:agent · API")
     expect(card.get_by_role("button", name="Approve")).to_be_visible()
     shot(page, "1-inbox")
     card.get_by_role("button", name="Approve").click()
@@ -120,7 +126,7 @@ def test_lists_longer_than_a_page_show_one_and_say_more_wait(
         cards.first.get_by_role("button", name="Approve").click()
         expect(cards.first.locator(".outcome")).to_have_text("approved by local")
         expect(cards).to_have_count(PAGE + 1)  # the next oldest joins at the next refresh
-        expect(cards.last.get_by_role("link", name="open session")).to_have_attribute(
+        expect(cards.last.get_by_role("link", name=oldest[PAGE]["title"], exact=True)).to_have_attribute(
             "href", f"#/sessions/{oldest[PAGE]['sessionId']}")
         expect(more).to_be_hidden()
         expect(page.locator("#inbox-count")).to_have_text(str(PAGE))
@@ -161,12 +167,12 @@ def test_a_narrow_window_keeps_long_words_and_the_card_controls_on_screen(
     paste_key(page, KEYS["alice"])
     charge = "ch_" + "8f3a9c2e" * 16  # one long word, as links and ids are, and one long line of JSON
     card = start_session(page, script([("refund", {"charge_id": charge, "amount": 5.0})], final="refunded"))
-    cancel = card.get_by_role("button", name="Cancel")
-    expect(cancel).to_be_visible()
+    deny = card.get_by_role("button", name="Deny")
+    expect(deny).to_be_visible()
     expect(page.locator(".history")).to_contain_text("Approve refund?")
     shot(page, "1-narrow")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing to scroll sideways for
-    box = cancel.bounding_box()
+    box = deny.bounding_box()
     assert box is not None and box["x"] + box["width"] <= 375, box
 
 
@@ -222,10 +228,10 @@ def reachable(page: Any) -> None:
 def test_a_session_opened_while_the_gateway_is_unreachable_loads_once_it_answers(
     page: Any, embedded: str, shot: Shot
 ) -> None:
-    session = requests.post(f"{embedded}/api/sessions", json={"message": "refund $9 on ch_1002"}, timeout=10).json()
+    requests.post(f"{embedded}/api/sessions", json={"message": "refund $9 on ch_1002"}, timeout=10)
     page.goto("/")
     unreachable(page)
-    page.get_by_role("link", name=session["id"][:12]).click()
+    page.get_by_role("link", name="refund $9 on ch_1002").click()
     expect(page.locator(".session-head .status")).to_have_text("Failed to fetch")
     shot(page, "1-unreachable")
     reachable(page)

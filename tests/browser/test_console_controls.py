@@ -83,7 +83,7 @@ def test_an_answer_from_the_keyboard_leaves_focus_on_the_outcome(page: Any, shot
     shot(page, "1-focused")
 
 
-def test_enter_in_the_note_cancels_with_it(page: Any, shot: Shot) -> None:
+def test_enter_in_the_note_denies_with_it(page: Any, shot: Shot) -> None:
     card = start_session(page, "refund $12 on ch_1001")
     card.get_by_label("Note (optional)").fill("wrong charge")
     page.keyboard.press("Enter")

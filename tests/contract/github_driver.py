@@ -96,7 +96,7 @@ class GithubDriver:
 def command(shown: Shown, option_id: str) -> str:
     if option_id == "approve":
         return "/approve"
-    if option_id == "cancel":
+    if option_id == "deny":
         return "/deny"
     labels = [choice.split(" - ")[0] for choice in shown.choices]
     return f"/answer {labels.index(option_id) + 1}"

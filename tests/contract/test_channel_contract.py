@@ -90,12 +90,13 @@ def test_unmatched_text_is_a_free_text_answer_where_allowed(driver: Driver) -> N
     assert '"answer": "something teal"' in answer_of(driver, sid)
 
 
-def test_an_approval_shows_exactly_one_approve_and_one_cancel_choice(driver: Driver) -> None:
+def test_an_approval_shows_exactly_one_approve_and_one_deny_choice(driver: Driver) -> None:
     sid = driver.open(script([REFUND]), "alice")
     [shown] = driver.shown(sid)
     labels = [c.lower() for c in shown.choices]
     assert sum("approve" in c for c in labels) == 1
-    assert sum(("cancel" in c) or ("deny" in c) for c in labels) == 1
+    assert sum("deny" in c for c in labels) == 1
+    assert not [c for c in labels if "cancel" in c]
     assert len(labels) == 2
 
 
@@ -112,14 +113,14 @@ def test_approving_one_of_two_runs_only_that_one(driver: Driver) -> None:
     sid = driver.open(script([REFUND, ("refund", {"charge_id": "ch_2", "amount": 6})]), "alice")
     first, second = driver.stack.pending(sid)
     driver.press(sid, second["requestId"], "approve", "alice")
-    driver.press(sid, first["requestId"], "cancel", "alice")
+    driver.press(sid, first["requestId"], "deny", "alice")
     assert [r["charge_id"] for r in refunds()] == ["ch_2"]
 
 
-def test_cancel_never_runs_it(driver: Driver) -> None:
+def test_deny_never_runs_it(driver: Driver) -> None:
     sid = driver.open(script([REFUND]), "alice")
     [shown] = driver.shown(sid)
-    driver.press(sid, shown.request_id, "cancel", "alice")
+    driver.press(sid, shown.request_id, "deny", "alice")
     assert refunds() == []
     assert driver.stack.turn(sid)["requests"][0]["outcome"] == "denied"
 
@@ -134,12 +135,14 @@ def test_a_settled_prompt_loses_its_controls_and_names_who_answered(driver: Driv
 
 
 def test_a_refused_responder_is_told_why_and_the_request_stays_open(driver: Driver) -> None:
-    """In a chat bob sees alice's prompt and the response policy refuses him; in the console his key (a user's)
-    does not see her request at all, and is told it finds none (docs/access.md)."""
+    """In a chat bob sees alice's prompt and the response policy refuses him; in the console (where he answers
+    an SMS thread that is not his) his key (a user's) does not see her request at all, and is told it finds none
+    (docs/access.md)."""
     sid = driver.open(script([REFUND]), "alice")
     [shown] = driver.shown(sid)
     driver.press(sid, shown.request_id, "approve", "bob")
-    why = f"no input request {shown.request_id!r}" if driver.name == "console" else "only alice may answer"
+    in_console = driver.name in ("console", "twilio")
+    why = f"no input request {shown.request_id!r}" if in_console else "only alice may answer"
     assert any(why in m for m in driver.told(sid, "bob"))
     [still] = driver.shown(sid)
     assert still.open

@@ -26,7 +26,7 @@ def test_approve_runs_the_tool_exactly_once(stack: Stack) -> None:
     assert request["kind"] == "tool-approval"
     assert request["prompt"] == "Approve refund?"
     assert [(o["id"], o["label"], o["style"]) for o in request["options"]] == [
-        ("approve", "Approve", "primary"), ("cancel", "Cancel", "danger")]
+        ("approve", "Approve", "primary"), ("deny", "Deny", "danger")]
     assert request["allowFreeform"] is False
     assert request["action"]["input"] == {"charge_id": "ch_1", "amount": 20}
     assert request["requestedBy"]["principalId"] == "alice"
@@ -57,29 +57,30 @@ def test_an_approved_call_runs_with_numbers_the_database_writes_its_own_way(stac
     assert "INPUT_CHANGED" not in stack.turn(sid)["result"]
 
 
-def test_cancel_with_a_note_never_runs_and_the_model_reads_the_note(stack: Stack) -> None:
+def test_deny_with_a_note_never_runs_and_the_model_reads_the_note(stack: Stack) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 900})]))
     [request] = stack.pending(sid)
 
-    stack.answer(request["requestId"], "cancel", text="too expensive")
+    stack.answer(request["requestId"], "deny", text="too expensive")
 
     assert ran("refund") == []
     turn = stack.turn(sid)
     assert turn["status"] == "completed"
-    assert "Cancelled by alice: too expensive" in turn["result"]
+    assert "Denied by alice: too expensive" in turn["result"]
     [resolved] = stack.history(sid)["turns"][0]["requests"]
     assert resolved["outcome"] == "denied"
-    assert resolved["response"] == {"optionId": "cancel", "text": "too expensive"}
+    assert resolved["response"] == {"optionId": "deny", "text": "too expensive"}
     rejected = [e for e in stack.events(sid) if e["type"] == "action.result"]
     assert rejected[0]["data"]["status"] == "rejected"
     assert rejected[0]["data"]["error"]["code"] == "TOOL_EXECUTION_DENIED"
 
 
-def test_deny_is_a_synonym_of_cancel(stack: Stack) -> None:
+def test_cancel_the_old_id_of_deny_still_denies(stack: Stack) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
     [request] = stack.pending(sid)
-    assert stack.answer(request["requestId"], "DENY").status == "settled"
-    assert stack.history(sid)["turns"][0]["requests"][0]["outcome"] == "denied"
+    assert stack.answer(request["requestId"], "CANCEL").status == "settled"
+    [resolved] = stack.history(sid)["turns"][0]["requests"]
+    assert (resolved["outcome"], resolved["response"]) == ("denied", {"optionId": "deny", "text": None})
     assert ran("refund") == []
 
 

@@ -154,7 +154,7 @@ def test_approvals_of_a_step_wait_for_its_workflow_tool(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(("typed", "ran"), [("1", True), ("approve", True), ("Approve", True), ("2", False),
-                                            ("deny", False)])
+                                            ("deny", False), ("Deny", False), ("cancel", False)])
 def test_typed_replies_settle_an_approval(stack: Stack, typed: str, ran: bool) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
     assert stack.say(sid, typed).effect == "answered"
@@ -167,7 +167,7 @@ def test_a_typed_denial_carries_its_note(stack: Stack, typed: str) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
     stack.say(sid, typed)
     [result] = tool_results(stack, sid)
-    assert result["error"]["message"] == "Cancelled by alice: too expensive"
+    assert result["error"]["message"] == "Denied by alice: too expensive"
 
 
 def test_cancel_with_words_is_free_text_to_a_question_whose_option_is_cancel(stack: Stack) -> None:

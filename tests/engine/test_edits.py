@@ -77,7 +77,7 @@ def test_an_edit_that_does_not_fit_the_tool_is_refused_and_changes_nothing(sqlit
 
 @pytest.mark.parametrize(("call", "option", "why"), [
     (("refund", PROPOSED), "approve", "is not editable"),
-    (("adjustable_refund", PROPOSED), "cancel", "an edited input goes only with approve"),
+    (("adjustable_refund", PROPOSED), "deny", "an edited input goes only with approve"),
 ])
 def test_an_input_is_refused_where_no_edit_is_taken(sqlite: Stack, call: tuple[str, dict[str, Any]], option: str,
                                                     why: str) -> None:

@@ -50,7 +50,7 @@ def test_a_responses_item_settles_and_a_late_one_becomes_a_message(stack: Stack)
 def test_a_choice_item_picks_the_option_shown_at_its_position_when_applied(stack: Stack) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
     [request] = stack.pending(sid)
-    assert [o["id"] for o in request["options"]] == ["approve", "cancel"]
+    assert [o["id"] for o in request["options"]] == ["approve", "deny"]
 
     accept(stack.rt, "fake", "click-3", ALICE, b"{}", choice_item(request["requestId"], 3))  # no third option
     accept(stack.rt, "fake", "click-4", ALICE, b"{}", choice_item("req_unknown", 1))

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, type_coerce
 from sqlalchemy.orm import InstrumentedAttribute
 
-from engine.storage import APPROVE, CANCEL, ID_PREFIXES, JSONType, new_id, pack_id, unpack_id
+from engine.storage import APPROVE, DENY, ID_PREFIXES, JSONType, new_id, pack_id, unpack_id
 from engine.tables import Event, InputRequest, Message, ToolCall, Turn
 from engine.tables import Session as SessionRow
 from tests.conftest import Stack
@@ -30,14 +30,14 @@ def test_an_approval_stores_its_principals_action_and_options_compactly(stack: S
     identity = [alice["authenticator"], alice["issuer"], alice["principalType"], "alice"]
     in_request = InputRequest.request_id == request["requestId"]
 
-    assert stored(stack, InputRequest.options, in_request) == ["approve", "cancel"]
+    assert stored(stack, InputRequest.options, in_request) == ["approve", "cancel"]  # Deny by its old id
     assert stored(stack, InputRequest.action, in_request) == [
         "tool-call", request["action"]["callId"], "refund", {"charge_id": "ch_1", "amount": 20}]
     assert stored(stack, InputRequest.requested_by, in_request) == identity + ([alice["attributes"]]
                                                                                  if alice["attributes"] else [])
     assert stored(stack, Turn.requested_by, Turn.session_id == sid) == stored(stack, SessionRow.initiator,
                                                                               SessionRow.id == sid)
-    assert request["options"] == [{**APPROVE, "description": None}, {**CANCEL, "description": None}]
+    assert request["options"] == [{**APPROVE, "description": None}, {**DENY, "description": None}]
     assert request["action"] == {"kind": "tool-call", "callId": request["action"]["callId"], "toolName": "refund",
                                  "input": {"charge_id": "ch_1", "amount": 20}, "inputSchema": None}
     assert stack.history(sid)["initiator"] == alice

@@ -136,6 +136,8 @@ def test_each_user_lists_only_their_own_in_keyset_pages(stack: Stack) -> None:
     assert ids(alice, "/api/requests", "requests", limit="2", after=asked[1]) == asked[2:]
     assert len(ids(bob, "/api/sessions", "sessions")) == len(ids(bob, "/api/requests", "requests")) == 3
     assert not set(ids(bob, "/api/sessions", "sessions")) & set(mine)
+    assert alice.get("/api/inbox/events").get_json() == {"requestIds": asked, "next": None}  # the badge's page
+    assert not set(bob.get("/api/inbox/events").get_json()["requestIds"]) & set(asked)
 
 
 def test_an_agent_key_creates_sessions_sees_them_and_never_answers(sqlite_stack: Stack) -> None:

@@ -19,8 +19,8 @@ from werkzeug.test import TestResponse
 from engine.events import emit
 from engine.storage import new_id
 from engine.tables import Event
-from gateway.api import MAX_BODY_BYTES
 from gateway.app import create_app
+from gateway.body_limit import MAX_BODY_BYTES
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, KEYS, TEST_AGENT, Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
@@ -59,6 +59,11 @@ def pending_ids(client: FlaskClient, session_id: str) -> list[str]:
 
 def event_count(client: FlaskClient, session_id: str) -> int:
     return len(client.get(f"/api/sessions/{session_id}/events").get_json()["events"])
+
+
+def bare(request: dict[str, Any]) -> dict[str, Any]:
+    """A request as GET /api/requests/<id> gives it, without what it tells of its session (events do not)."""
+    return {key: value for key, value in request.items() if key not in ("title", "agent", "channel")}
 
 
 def parked(stack: Stack, client: FlaskClient, message: str = REFUND) -> tuple[str, str]:
@@ -347,7 +352,7 @@ def test_session_input_errors(sqlite_stack: Stack) -> None:
     expect_error(send(session_id, {"requestId": other_request, "optionId": "approve"}), 404, "not_found")
     expect_error(send(session_id, {"requestId": "req_nope", "optionId": "approve"}), 404, "not_found")
     error = expect_error(send(session_id, {"requestId": request_id, "optionId": "maybe"}), 422, "invalid_input")
-    assert error["details"]["options"] == ["approve", "cancel"]
+    assert error["details"]["options"] == ["approve", "deny"]
     # all or nothing: a bad second response keeps the good first one from settling
     expect_error(send(session_id, {"requestId": request_id, "optionId": "approve"},
                       {"requestId": other_request, "optionId": "approve"}), 404, "not_found")
@@ -420,7 +425,7 @@ def test_events_are_dense_ordered_and_read_after_a_cursor(stack: Stack) -> None:
     session_id, request_id = parked(stack, client)
     parked_events = client.get(f"/api/sessions/{session_id}/events").get_json()["events"]
     assert [e["type"] for e in parked_events][-2:] == ["input.requested", "turn.waiting"]
-    assert parked_events[-2]["data"] == {"requests": [client.get(f"/api/requests/{request_id}").get_json()]}
+    assert parked_events[-2]["data"] == {"requests": [bare(client.get(f"/api/requests/{request_id}").get_json())]}
     cursor = parked_events[-1]["seq"]
     assert client.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
     stack.settle()
@@ -446,7 +451,7 @@ def test_an_input_requested_event_keeps_showing_its_requests_as_they_opened(sqli
     it is answered. An event stored with its requests inline (before they were stored by id) shows as stored."""
     client = sqlite_stack.client("alice")
     session_id, request_id = parked(sqlite_stack, client)
-    opened = client.get(f"/api/requests/{request_id}").get_json()
+    opened = bare(client.get(f"/api/requests/{request_id}").get_json())
     with sqlite_stack.rt.db.read() as db:
         stored = db.execute(select(Event.data).where(Event.session_id == session_id,
                                                      Event.type == "input.requested")).scalar_one()
@@ -526,7 +531,7 @@ def test_the_request_inbox(sqlite_stack: Stack) -> None:
     assert one["requestId"] == second and one["sessionId"] == second_session
     assert one["kind"] == "tool-approval" and one["status"] == "pending"
     assert one["action"]["toolName"] == "payout" and one["action"]["input"] == {"amount": 5}
-    assert [o["id"] for o in one["options"]] == ["approve", "cancel"]
+    assert [o["id"] for o in one["options"]] == ["approve", "deny"]
     assert client.get(f"/api/requests/{third}").get_json()["outcome"] == "denied"
 
     expect_error(client.get("/api/requests/req_nope"), 404, "not_found")
@@ -566,7 +571,7 @@ def test_approve_settles_the_request_and_the_turn_runs_the_tool_once(stack: Stac
     assert client.get(f"/api/requests/{request_id}").get_json()["outcome"] == "approved"
 
 
-def test_cancel_with_a_note_never_runs_the_tool(stack: Stack) -> None:
+def test_deny_with_a_note_never_runs_the_tool(stack: Stack) -> None:
     client = stack.client("alice")
     session_id, request_id = parked(stack, client)
 
@@ -575,12 +580,30 @@ def test_cancel_with_a_note_never_runs_the_tool(stack: Stack) -> None:
     assert response.status_code == 200
     request = response.get_json()
     assert (request["status"], request["outcome"]) == ("resolved", "denied")
-    assert request["response"] == {"optionId": "cancel", "text": "too much"}
+    assert request["response"] == {"optionId": "deny", "text": "too much"}
+    assert [(o["id"], o["label"]) for o in request["options"]] == [("approve", "Approve"), ("deny", "Deny")]
     stack.settle()
     assert ran("refund") == []
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
     assert turn["status"] == "completed"
-    assert "Cancelled by alice: too much" in turn["result"]
+    assert "Denied by alice: too much" in turn["result"]
+
+
+def test_the_old_cancel_id_still_denies_with_its_note(sqlite_stack: Stack) -> None:
+    """Clients written while the refusal was `cancel` keep working: PATCH and inputResponses alike."""
+    client = sqlite_stack.client("alice")
+    _, patched = parked(sqlite_stack, client)
+    session_id, posted = parked(sqlite_stack, client)
+
+    response = client.patch(f"/api/requests/{patched}", json={"optionId": "Cancel", "text": "not this one"})
+    assert response.status_code == 200, response.get_json()
+    assert (response.get_json()["outcome"], response.get_json()["response"]) == (
+        "denied", {"optionId": "deny", "text": "not this one"})
+    answer = {"requestId": posted, "optionId": "cancel"}
+    assert client.post(f"/api/sessions/{session_id}/input", json={"inputResponses": [answer]}).status_code == 202
+    sqlite_stack.settle()
+    assert client.get(f"/api/requests/{posted}").get_json()["outcome"] == "denied"
+    assert ran("refund") == []
 
 
 def test_a_refused_responder_gets_a_403_and_the_request_stays_open(stack: Stack) -> None:
@@ -701,6 +724,7 @@ ROUTES: dict[str, Route] = {
                                {"inputResponses": [{"requestId": rid, "optionId": "approve"}]}),
     "message": lambda sid, rid: ("POST", f"/api/sessions/{sid}/input", {"message": LOOKUP}),
     "inbox": lambda sid, rid: ("GET", "/api/requests", None),
+    "pending-inbox": lambda sid, rid: ("GET", "/api/inbox/events", None),
     "request": lambda sid, rid: ("GET", f"/api/requests/{rid}", None),
     "answer": lambda sid, rid: ("PATCH", f"/api/requests/{rid}", {"optionId": "approve"}),
 }
@@ -771,7 +795,7 @@ def test_every_api_route_serves_a_valid_key(sqlite_stack: Stack) -> None:
     statuses = {name: call(client, route, session_id, request_id).status_code for name, route in ROUTES.items()}
 
     assert statuses == {"list-sessions": 200, "new-session": 201, "history": 200, "events": 200, "message": 202,
-                        "input": 202, "inbox": 200, "request": 200, "answer": 409}
+                        "input": 202, "inbox": 200, "pending-inbox": 200, "request": 200, "answer": 409}
 
 
 def test_without_keys_a_loopback_client_is_the_local_operator(open_stack: Stack) -> None:
@@ -952,7 +976,8 @@ def test_a_web_process_starts_while_postgres_is_down_and_healthz_says_so(caplog:
     try:
         response = app.test_client().get("/healthz")
     finally:
-        app.extensions["hitl-sweeper"].stop()  # embedded mode: its sweeps would fail on, and say so
+        for thread in app.extensions["hitl-background"]:  # embedded mode: they would fail on, and say so
+            thread.stop()
         app.extensions["hitl"].db.dispose()
 
     assert time.monotonic() - started < 10, "a dead PostgreSQL must not hang start-up or the health check"

@@ -57,7 +57,7 @@ def test_input_responses_carry_the_edited_input_too(sqlite_stack: Stack) -> None
                  422, "invalid_input", ["currency"], id="enum"),
     pytest.param(EDITABLE, {"optionId": "approve", "input": {"amount": "twenty"}}, 422, "invalid_input",
                  ["charge_id", "amount"], id="missing-and-not-a-number"),
-    pytest.param(EDITABLE, {"optionId": "cancel", "input": {"charge_id": "ch_1", "amount": 2}}, 422, "invalid_input",
+    pytest.param(EDITABLE, {"optionId": "deny", "input": {"charge_id": "ch_1", "amount": 2}}, 422, "invalid_input",
                  None, id="with-a-deny"),
     pytest.param(script([("refund", {"charge_id": "ch_1", "amount": 200})]),
                  {"optionId": "approve", "input": {"charge_id": "ch_1", "amount": 2}}, 422, "invalid_input", None,

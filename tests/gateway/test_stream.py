@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import requests
-from flask import Flask
 from werkzeug.serving import make_server
 
 from gateway import cli, stream
@@ -177,9 +177,11 @@ def test_hitl_serve_logs_the_event_stream_without_its_access_token(
     """`hitl serve` logs each request line; an EventSource's key rides in the query, so the log shows it hidden."""
     stack = Stack("sqlite", sqlite_settings(tmp_path))
     options: dict[str, Any] = {}
-    monkeypatch.setattr("gateway.app.create_app", lambda: stack.app)
-    monkeypatch.setattr(Flask, "run", lambda app, **given: options.update(given))
-    cli.cmd_serve(argparse.Namespace(host="127.0.0.1", port=8000))
+    monkeypatch.setenv("DATABASE_URL", stack.settings.database_url)
+    monkeypatch.setattr("gateway.app.create_app", lambda settings, rt: stack.app)
+    monkeypatch.setattr(cli, "make_server", lambda *args, **given: options.update(given) or SimpleNamespace(
+        serve_forever=lambda: None))
+    cli.cmd_serve(argparse.Namespace(host="127.0.0.1", port=0))
     httpd = make_server("127.0.0.1", 0, stack.app, threaded=True, request_handler=options.get("request_handler"))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -197,3 +199,35 @@ def test_hitl_serve_logs_the_event_stream_without_its_access_token(
     lines = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
     assert [line for line in lines if "/api/sessions/ses_nope/events?after=0&access_token=" in line], lines
     assert not [line for line in lines if KEYS["alice"] in line or "not-a-key" in line], lines
+
+
+def next_inbox(reader: EventStream) -> dict[str, Any]:
+    """The next `inbox` event's document; heartbeats and `retry:` skipped."""
+    while True:
+        fields = reader.frame()
+        if fields.get("event") == "inbox":
+            assert "id" not in fields  # nothing to resume after: a reconnect starts with the inbox as it is
+            return dict(json.loads(fields["data"]))
+
+
+def test_the_inbox_stream_tells_at_once_and_whenever_a_request_opens_or_closes(stack: Stack, server: str) -> None:
+    url = f"{server}/api/inbox/events"
+    with requests.get(url, headers={**SSE, **ALICE}, stream=True, timeout=30) as response:
+        assert response.status_code == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+        reader = EventStream(response)
+        assert next_inbox(reader) == {"requestIds": [], "next": None}
+        session_id, _ = stack.start(REFUND)
+        [pending] = stack.pending(session_id)
+        assert next_inbox(reader) == {"requestIds": [pending["requestId"]], "next": None}
+        answered = requests.patch(f"{server}/api/requests/{pending['requestId']}", json={"optionId": "approve"},
+                                  headers=ALICE, timeout=10)
+        assert answered.status_code == 200
+        assert next_inbox(reader) == {"requestIds": [], "next": None}  # answered elsewhere: the badge drops
+
+    other, _ = stack.start(REFUND)
+    [waiting] = stack.pending(other)
+    as_json = requests.get(url, headers=ALICE, timeout=10)
+    assert as_json.headers["Content-Type"] == "application/json"
+    assert as_json.json() == {"requestIds": [waiting["requestId"]], "next": None}
+    with requests.get(url, params={"access_token": KEYS["alice"]}, headers=SSE, stream=True, timeout=30) as again:
+        assert next_inbox(EventStream(again)) == as_json.json()  # a reconnect starts with the inbox as it is

@@ -12,6 +12,7 @@ from adapters.github import GithubChannel, render_prompt, render_settled_prompt
 from engine.channels import QueuePosition
 from engine.protocol import InputRequestOut, api_key_principal
 from engine.recovery import sweep
+from engine.storage import APPROVE, DENY
 from gateway.app import create_app
 from gateway.compose import ConfigurationError
 from gateway.github import github_channel
@@ -21,15 +22,20 @@ from tests.github.support import REPO, Github
 from tests.support.agent import script
 
 
-@pytest.mark.parametrize("given, missing", [
-    ({"github_webhook_secret": "s"}, "GITHUB_TOKEN and GITHUB_BOT_LOGIN missing"),
-    ({"github_token": "t", "github_bot_login": "bot"}, "GITHUB_WEBHOOK_SECRET missing"),
-    ({"github_webhook_secret": "s", "github_token": "t"}, "GITHUB_BOT_LOGIN missing"),
+@pytest.mark.parametrize("given, message", [
+    ({"github_webhook_secret": "s"}, "GitHub is half configured: GITHUB_WEBHOOK_SECRET is set but GITHUB_TOKEN and "
+                                     "GITHUB_BOT_LOGIN are missing"),
+    ({"github_token": "t", "github_bot_login": "bot"}, "GitHub is half configured: GITHUB_TOKEN and GITHUB_BOT_LOGIN "
+                                                      "are set but GITHUB_WEBHOOK_SECRET is missing"),
+    ({"github_webhook_secret": "s", "github_token": "t"}, "GitHub is half configured: GITHUB_WEBHOOK_SECRET and "
+                                                         "GITHUB_TOKEN are set but GITHUB_BOT_LOGIN is missing"),
 ])
 def test_a_half_configured_channel_fails_at_start_naming_what_is_missing(tmp_path: Path, given: dict[str, str],
-                                                                         missing: str) -> None:
-    with pytest.raises(ConfigurationError, match=missing):
+                                                                         message: str) -> None:
+    """The wording every channel uses: what is set, and each variable missing."""
+    with pytest.raises(ConfigurationError) as failed:
         create_app(sqlite_settings(tmp_path, **given))
+    assert str(failed.value) == message
 
 
 def test_the_channel_is_off_without_github_settings_and_the_webhook_is_not_there(tmp_path: Path) -> None:
@@ -100,7 +106,7 @@ def request_with(prompt: str, tool_input: dict) -> InputRequestOut:
     return InputRequestOut.model_validate({
         "requestId": "req_1", "sessionId": "ses_1", "turnId": "turn_1", "kind": "tool-approval", "prompt": prompt,
         "action": {"kind": "tool-call", "callId": "call_1", "toolName": "notify", "input": tool_input},
-        "options": [{"id": "approve", "label": "Approve"}, {"id": "cancel", "label": "Cancel"}],
+        "options": [APPROVE, DENY],  # the engine's own
         "allowFreeform": False, "display": "confirmation", "requestedBy": None,
         "createdAt": datetime.now(UTC), "expiresAt": None, "status": "pending", "outcome": None})
 

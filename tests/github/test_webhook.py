@@ -134,7 +134,7 @@ def test_deny_with_a_note_never_runs_it(github: Github) -> None:
     sid = start(github, REFUND)
     github.comment(ALICE, "/deny too expensive")
     [(request, prompt)] = github.prompts()
-    assert (request.outcome, request.response) == ("denied", {"optionId": "cancel", "text": "too expensive"})
+    assert (request.outcome, request.response) == ("denied", {"optionId": "deny", "text": "too expensive"})
     assert "**Denied by alice: too expensive**" in prompt.body
     assert refunds() == [] and github.stack.turn(sid)["status"] == "completed"
 

@@ -23,3 +23,10 @@ def slack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]
     """A gateway on SQLite with in-process jobs, Slack configured against the fake."""
     with workspace(request, "sqlite", tmp_path) as built:
         yield built
+
+
+@pytest.fixture
+def slack_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
+    """The same on PostgreSQL + Redis, its jobs run by a real `hitl worker` process."""
+    with workspace(request, "postgres", tmp_path) as built:
+        yield built

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from tests.slack.workspace import USERS, Workspace, fixture
+import pytest
+
+from tests.slack.workspace import USERS, Workspace, fixture, workspace
 from tests.support.agent import read_ledger, script
 from tests.support.fake_slack import Message
 
@@ -37,7 +41,7 @@ def test_a_mention_starts_a_turn_and_its_approval_is_a_card_in_the_thread(slack:
     mention = slack.mention("alice", script([REFUND]))
     [card] = slack.cards(mention)
     assert card.thread_ts == mention["ts"]
-    assert controls(card) == ["Approve", "Cancel"]
+    assert controls(card) == ["Approve", "Deny"]
     assert "Approve refund?" in card.now["text"]
     fields = next(b["fields"] for b in card.now["blocks"] if "fields" in b)
     assert [f["text"] for f in fields] == ["*charge_id*\nch_1", "*amount*\n5"]
@@ -55,12 +59,24 @@ def test_the_requester_approves_then_the_tool_runs_once_and_the_card_names_them(
     assert slack.thread(mention)[-1].now["text"].startswith("refunded")
 
 
-def test_cancel_never_runs_the_tool_and_says_who_cancelled(slack: Workspace) -> None:
+def test_deny_never_runs_the_tool_and_says_who_denied(slack: Workspace) -> None:
     mention = slack.mention("alice", script([REFUND]))
     [card] = slack.cards(mention)
-    slack.ok(slack.click("alice", card, "Cancel"))
+    slack.ok(slack.click("alice", card, "Deny"))
     assert refunds() == []
-    assert f"Cancelled by <@{USERS['alice']}>" in texts(card)
+    assert f"Denied by <@{USERS['alice']}>" in texts(card)
+
+
+def test_a_card_posted_while_the_refusal_read_cancel_still_denies(slack: Workspace) -> None:
+    """Cards already in Slack keep their old button: it carries the option's number, so it still denies."""
+    mention = slack.mention("alice", script([REFUND]))
+    [card] = slack.cards(mention)
+    click = slack.click_payload("alice", card, "Deny")
+    posted_before = json.loads(json.dumps(click).replace("Deny", "Cancel"))  # as that release drew it
+    assert "Deny" not in json.dumps(posted_before)
+    slack.ok(slack.send_interaction(posted_before))
+    assert refunds() == []
+    assert f"Denied by <@{USERS['alice']}>" in texts(card)
 
 
 def test_another_user_is_refused_in_an_ephemeral_and_the_request_stays_open(slack: Workspace) -> None:
@@ -70,7 +86,7 @@ def test_another_user_is_refused_in_an_ephemeral_and_the_request_stays_open(slac
     [told] = slack.fake.ephemerals
     assert (told.user, told.channel, told.thread_ts) == (USERS["bob"], card.channel, mention["ts"])
     assert f"only <@{USERS['alice']}> may answer this request" in told.text
-    assert controls(card) == ["Approve", "Cancel"] and len(card.versions) == 1
+    assert controls(card) == ["Approve", "Deny"] and len(card.versions) == 1
     assert refunds() == []
 
 
@@ -80,7 +96,7 @@ def test_an_answer_the_response_policy_cannot_judge_is_told_so_and_the_request_s
     slack.ok(slack.click("alice", card, "Approve"))
     [told] = slack.fake.ephemerals  # not left wondering: the policy failed, and she may try again
     assert told.user == USERS["alice"] and "the response policy failed: ConnectionError" in told.text
-    assert controls(card) == ["Approve", "Cancel"] and len(card.versions) == 1
+    assert controls(card) == ["Approve", "Deny"] and len(card.versions) == 1
     assert read_ledger() == []
 
 
@@ -88,7 +104,7 @@ def test_sibling_cards_keep_their_controls_when_one_is_answered(slack: Workspace
     mention = slack.mention("alice", script([REFUND, ("refund", {"charge_id": "ch_2", "amount": 6})]))
     first, second = slack.cards(mention)
     slack.ok(slack.click("alice", second, "Approve"))
-    assert controls(first) == ["Approve", "Cancel"]
+    assert controls(first) == ["Approve", "Deny"]
     assert controls(second) == []
 
 
@@ -154,18 +170,20 @@ def test_a_reply_mentioning_the_bot_counts_once(slack: Workspace) -> None:
     assert len(slack.stack.history(sid)["turns"]) == 1
 
 
-def test_an_org_wide_install_click_names_the_users_own_team(slack: Workspace) -> None:
-    """`team` is null in payloads of an org-wide install: the principal's team is `user.team_id`."""
-    mention = slack.mention("alice", script([REFUND]))
-    [card] = slack.cards(mention)
-    payload = fixture("block_actions_org_wide")
-    payload["actions"] = slack.click_payload("alice", card, "Approve")["actions"]
-    payload["container"].update(channel_id=card.channel, message_ts=card.ts)
-    slack.ok(slack.send_interaction(payload))
-    [candidate] = slack.stack.turn(slack.session_of(mention))["requests"][0]["candidates"]
-    assert candidate["responder"]["principalId"] == "slack:T0GRID:WALICE"
-    assert candidate["responder"]["attributes"]["enterpriseId"] == "E0GRID"
-    assert candidate["outcome"] == "rejected"  # not alice of T0TEST, who asked
+def test_an_org_wide_install_click_names_the_users_own_team(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """`team` is null in payloads of an org-wide install: the principal's team is `user.team_id` (the click's
+    organization is allowed, so the click counts)."""
+    with workspace(request, "sqlite", tmp_path, slack_allowed_teams=["T0TEST", "E0GRID"]) as slack:
+        mention = slack.mention("alice", script([REFUND]))
+        [card] = slack.cards(mention)
+        payload = fixture("block_actions_org_wide")
+        payload["actions"] = slack.click_payload("alice", card, "Approve")["actions"]
+        payload["container"].update(channel_id=card.channel, message_ts=card.ts)
+        slack.ok(slack.send_interaction(payload))
+        [candidate] = slack.stack.turn(slack.session_of(mention))["requests"][0]["candidates"]
+        assert candidate["responder"]["principalId"] == "slack:T0GRID:WALICE"
+        assert candidate["responder"]["attributes"]["enterpriseId"] == "E0GRID"
+        assert candidate["outcome"] == "rejected"  # not alice of T0TEST, who asked
 
 
 def test_a_session_started_by_the_api_asks_in_the_given_slack_thread(slack: Workspace) -> None:
@@ -175,6 +193,6 @@ def test_a_session_started_by_the_api_asks_in_the_given_slack_thread(slack: Work
     assert created.status_code == 201
     slack.settle()
     [card] = [m for m in slack.fake.thread("C0TEST", "1700000000.000100") if m.versions[0]["blocks"]]
-    assert controls(card) == ["Approve", "Cancel"]
+    assert controls(card) == ["Approve", "Deny"]
     slack.ok(slack.click("alice", card, "Approve"))  # Slack's alice is not the API caller who asked
     assert "only alice may answer this request" in slack.fake.ephemerals[0].text

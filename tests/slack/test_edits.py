@@ -28,7 +28,7 @@ def inputs(view: dict[str, Any]) -> dict[str, tuple[str, Any]]:
 def test_an_edit_that_does_not_fit_stays_in_the_modal_and_one_that_fits_approves(slack: Workspace) -> None:
     mention = slack.mention("alice", script([EDITABLE], final="refunded"))
     [card] = slack.cards(mention)
-    assert controls(card) == ["Approve", "Edit", "Cancel"]
+    assert controls(card) == ["Approve", "Edit", "Deny"]
 
     slack.ok(slack.click("alice", card, "Edit"))
 
@@ -45,7 +45,7 @@ def test_an_edit_that_does_not_fit_stays_in_the_modal_and_one_that_fits_approves
     refused = slack.submit_edit("alice", view, {"tags": "[vip"})
     assert refused.get_json()["errors"]["field|tags"].startswith("expected JSON")
     slack.settle()
-    assert controls(card) == ["Approve", "Edit", "Cancel"] and read_ledger() == []  # nothing stored, nothing ran
+    assert controls(card) == ["Approve", "Edit", "Deny"] and read_ledger() == []  # nothing stored, nothing ran
 
     slack.ok(slack.submit_edit("alice", view, {"amount": "20", "notify": True}))
 

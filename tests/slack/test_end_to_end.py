@@ -3,19 +3,8 @@ but the gateway's own jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from tests.slack.workspace import USERS, Workspace, workspace
+from tests.slack.workspace import USERS, Workspace
 from tests.support.agent import read_ledger, script
-
-
-@pytest.fixture
-def slack_on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
-    with workspace(request, "postgres", tmp_path) as built:
-        yield built
 
 
 def test_a_mention_is_approved_in_slack_and_answered_in_its_thread(slack_on_postgres: Workspace) -> None:
@@ -23,7 +12,7 @@ def test_a_mention_is_approved_in_slack_and_answered_in_its_thread(slack_on_post
     mention = slack.mention("alice", script([("refund", {"charge_id": "ch_9", "amount": 12})], final="all done"))
     [card] = slack.cards(mention)
     assert [e["text"]["text"] for b in card.now["blocks"] if b["type"] == "actions" for e in b["elements"]] == \
-        ["Approve", "Cancel"]
+        ["Approve", "Deny"]
 
     slack.ok(slack.click("alice", card, "Approve"))
 

@@ -9,13 +9,13 @@ import pytest
 
 from adapters.slack import render
 from engine.protocol import InputRequestOut
+from engine.storage import APPROVE, DENY
 from tests.slack.workspace import USERS
 
 ALICE = {"authenticator": "slack", "issuer": "slack:T0TEST", "principalType": "user",
          "principalId": "slack:T0TEST:UALICE", "attributes": {"userId": "UALICE", "teamId": "T0TEST"}}
 OPERATOR = {"authenticator": "operator", "issuer": "hitl", "principalType": "user", "principalId": "dana"}
-APPROVAL_OPTIONS = [{"id": "approve", "label": "Approve", "style": "primary"},
-                    {"id": "cancel", "label": "Cancel", "style": "danger"}]
+APPROVAL_OPTIONS = [APPROVE, DENY]  # the engine's own
 
 # Block Kit limits, from CHANNELS.md and docs.slack.dev/reference/block-kit (independent of render.py)
 LIMITS = {"blocks": 50, "section": 3000, "fields": 10, "field": 2000, "context": 3000, "context_elements": 10,
@@ -86,17 +86,19 @@ def test_an_approval_card() -> None:
     assert card["text"] == "Approve refund?"
     assert card["blocks"][0]["text"]["text"] == "Approve refund?"
     assert [f["text"] for f in card["blocks"][1]["fields"]] == ["*charge_id*\nch_1", "*amount*\n5"]
-    approve, cancel = controls(card)
+    approve, deny = controls(card)
     assert (approve["text"]["text"], approve["style"], "confirm" in approve) == ("Approve", "primary", False)
-    assert (cancel["text"]["text"], cancel["style"], cancel["confirm"]["confirm"]["text"]) == \
-        ("Cancel", "danger", "Cancel")
+    confirm = deny["confirm"]
+    assert (deny["text"]["text"], deny["style"]) == ("Deny", "danger")
+    assert (confirm["text"]["text"], confirm["confirm"]["text"], confirm["deny"]["text"]) == \
+        ("Deny: Approve refund?", "Deny", "Go back")
     assert [e["text"] for e in card["blocks"][-1]["elements"]] == [f"Asked by <@{USERS['alice']}>"]
 
 
 def test_controls_carry_only_the_request_and_the_option_number() -> None:
-    approve, cancel = controls(render.request_card(request()))
+    approve, deny = controls(render.request_card(request()))
     assert (approve["action_id"], approve["value"]) == ("hitl|req_0123456789abcdef|1", "1")
-    assert (cancel["action_id"], cancel["value"]) == ("hitl|req_0123456789abcdef|2", "2")
+    assert (deny["action_id"], deny["value"]) == ("hitl|req_0123456789abcdef|2", "2")
 
 
 def test_a_question_has_a_menu_of_its_options_and_a_way_to_type() -> None:
@@ -164,8 +166,8 @@ def test_cutting_never_splits_an_escape() -> None:
 
 @pytest.mark.parametrize("outcome,response,responder,line", [
     ("approved", {"optionId": "approve"}, ALICE, "Approved by <@UALICE>"),
-    ("denied", {"optionId": "cancel", "text": "too <much>"}, ALICE, "Cancelled by <@UALICE>: too &lt;much&gt;"),
-    ("denied", {"optionId": "cancel"}, OPERATOR, "Cancelled by dana"),
+    ("denied", {"optionId": "deny", "text": "too <much>"}, ALICE, "Denied by <@UALICE>: too &lt;much&gt;"),
+    ("denied", {"optionId": "cancel"}, OPERATOR, "Denied by dana"),  # answered while the refusal was `cancel`
     ("ignored", None, ALICE, "No longer needed"),
     ("cancelled", None, ALICE, "No longer needed"),
     ("expired", None, None, "No longer needed"),

@@ -26,8 +26,11 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slack"
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
 CHANNEL = "C0TEST"
-USERS = {"alice": "UALICE", "bob": "UBOB"}
+USERS = {"alice": "UALICE", "bob": "UBOB", "guest": "UGUEST"}
 """Slack user ids of the test people; a Slack client shows `<@UALICE>` as their name."""
+PARTNER = "T0PARTNER"
+TEAMS = {"alice": TEAM, "bob": TEAM, "guest": PARTNER}
+"""Each person's team: the guest is of another organization, in C0TEST as a Slack Connect channel."""
 
 
 def fixture(name: str) -> dict[str, Any]:
@@ -69,11 +72,12 @@ def shared_worker(request: pytest.FixtureRequest, fake: FakeSlack) -> str:
 
 
 @contextlib.contextmanager
-def workspace(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[Workspace]:
-    """A gateway with Slack configured ("sqlite": in-process jobs; "postgres": Redis and a real worker)."""
+def workspace(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **settings: Any) -> Iterator[Workspace]:
+    """A gateway with Slack configured ("sqlite": in-process jobs; "postgres": Redis and a real worker), with
+    `settings` (Settings fields) of the web process besides."""
     fake = shared_fake(request)
     fake.reset()
-    overrides = slack_settings(fake)
+    overrides = {**slack_settings(fake), **settings}
     if kind == "postgres":
         overrides["queue"] = shared_worker(request, fake)
     with make_stack(request, kind, tmp_path, **overrides) as stack:
@@ -121,6 +125,9 @@ class Workspace:
         ts = self.next_ts()
         payload["event_id"] = f"Ev{ts.replace('.', '')}"
         payload["event"].update(user=USERS[who], text=text, ts=ts, event_ts=ts, channel=channel, **fields)
+        if TEAMS[who] != TEAM:  # Slack Connect: the writer's own team, in a channel shared outside
+            payload["event"]["user_team"] = TEAMS[who]
+            payload["is_ext_shared_channel"] = True
         payload["event"].pop("thread_ts", None)
         if thread_ts is not None:
             payload["event"]["thread_ts"] = thread_ts
@@ -145,17 +152,17 @@ class Workspace:
     def click_payload(self, who: str, card: Message, label: str, version: int = -1) -> dict[str, Any]:
         blocks = card.versions[version]["blocks"]
         payload = fixture("block_actions")
-        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAM)
+        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAMS[who])
         payload["container"].update(message_ts=card.ts, channel_id=card.channel)
         payload["channel"]["id"] = card.channel
-        payload["message"].update(ts=card.ts, blocks=blocks)
+        payload["message"].update(ts=card.ts, blocks=blocks, thread_ts=card.thread_ts)
         payload["actions"] = [action(blocks, label, self.next_ts())]
         return payload
 
     def submit_answer(self, who: str, view: dict[str, Any], text: str) -> TestResponse:
         """`who` types `text` into the modal `view` (what views.open showed) and presses Send."""
         payload = fixture("view_submission")
-        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAM)
+        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAMS[who])
         block = next(b for b in view["blocks"] if b["type"] == "input")
         payload["view"].update(callback_id=view["callback_id"], private_metadata=view["private_metadata"],
                                blocks=view["blocks"], id=f"V{self.next_ts().replace('.', '')}",
@@ -171,7 +178,7 @@ class Workspace:
             element, name = block["element"], block["block_id"].removeprefix("field|")
             values[block["block_id"]] = {element["action_id"]: modal_value(element, changes.get(name))}
         payload = fixture("view_submission")
-        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAM)
+        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAMS[who])
         payload["view"].update(callback_id=view["callback_id"], private_metadata=view["private_metadata"],
                                blocks=view["blocks"], id=f"V{self.next_ts().replace('.', '')}",
                                state={"values": values})

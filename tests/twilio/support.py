@@ -93,6 +93,15 @@ class Sms:
         return self.client.post("/twilio/sms", data=urlencode(form), content_type="application/x-www-form-urlencoded",
                                 headers={"X-Twilio-Signature": signature, **(headers or {})})
 
+    def post_body(self, body: bytes) -> TestResponse:
+        """POST raw `body` (a form, or anything) signed over the form the gateway reads from it, as Twilio signs
+        the fields it sent."""
+        with self.stack.app.test_request_context("/twilio/sms", method="POST", data=body,
+                                                 content_type="application/x-www-form-urlencoded") as context:
+            form = context.request.form.to_dict(flat=False)
+        return self.client.post("/twilio/sms", data=body, content_type="application/x-www-form-urlencoded",
+                                headers={"X-Twilio-Signature": twilio_signature(AUTH_TOKEN, WEBHOOK_URL, form)})
+
     def form(self, sender: str, body: str, **fields: str) -> dict[str, str]:
         """An incoming-message webhook as Twilio sends it (every documented field), with a fresh MessageSid;
         from a `whatsapp:` sender, a WhatsApp message to our number's WhatsApp sender."""

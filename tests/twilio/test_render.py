@@ -10,6 +10,7 @@ import pytest
 from adapters.twilio.render import MAX_BODY, encoding, render_message, render_prompt, segments
 from engine.channels import QueuePosition
 from engine.protocol import InputRequestOut
+from engine.storage import APPROVE, DENY
 
 ONE = QueuePosition(1, 1)
 
@@ -19,7 +20,7 @@ def request(**fields: Any) -> InputRequestOut:
         "requestId": "req_1", "sessionId": "ses_1", "turnId": "turn_1", "kind": "tool-approval",
         "prompt": "Approve refund?", "action": {"kind": "tool-call", "callId": "c1", "toolName": "refund",
                                                 "input": {"charge_id": "ch_1", "amount": 5}},
-        "options": [{"id": "approve", "label": "Approve"}, {"id": "cancel", "label": "Cancel"}],
+        "options": [APPROVE, DENY],  # the engine's own
         "allowFreeform": False, "display": "confirmation", "requestedBy": None,
         "createdAt": datetime.now(UTC), "expiresAt": None, "status": "pending", "outcome": None}
     return InputRequestOut.model_validate({**base, **fields})

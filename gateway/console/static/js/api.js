@@ -46,10 +46,20 @@ export async function api(method, path, body) {
   return { status: response.status, data };
 }
 
-// The live stream of one session; an EventSource cannot send headers, so the key travels as access_token.
-export function openEvents(sessionId, after) {
-  const params = new URLSearchParams({ after: String(after) });
+// A live stream; an EventSource cannot send headers, so the key travels as access_token.
+function openStream(path, params = {}) {
+  const query = new URLSearchParams(params);
   const key = apiKey.get();
-  if (key) params.set("access_token", key);
-  return new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events?${params}`);
+  if (key) query.set("access_token", key);
+  return new EventSource(`${path}?${query}`);
+}
+
+// One session's events after `after`.
+export function openEvents(sessionId, after) {
+  return openStream(`/api/sessions/${encodeURIComponent(sessionId)}/events`, { after: String(after) });
+}
+
+// The inbox: an `inbox` event ({requestIds, next}) at once and whenever a request opens or closes.
+export function openInbox() {
+  return openStream("/api/inbox/events");
 }

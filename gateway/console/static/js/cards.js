@@ -1,10 +1,11 @@
 // A card per InputRequest: its controls while it is open, its outcome and who answered once it settled.
 
 import { api } from "./api.js";
-import { h, jsonBlock, principalName, when } from "./dom.js";
+import { channelName, h, jsonBlock, principalName, shortId, when } from "./dom.js";
 import { editControls } from "./edit.js";
 
 const KIND_LABELS = { "tool-approval": "Approval", question: "Question", "session-limit": "Session limit" };
+const MAX_BUTTONS = 5; // a question with more options offers them in a menu
 
 function answerText(request) {
   const response = request.response || {};
@@ -29,47 +30,62 @@ function fieldId(card, name) {
 function approvalControls(card) {
   const note = h("input", { id: fieldId(card, "note"), type: "text", autocomplete: "off" });
   const buttons = card.request.options.map((option) => {
-    if (option.id !== "cancel") {
+    if (option.style !== "danger") {
       return h("button", { type: "button", class: option.style || "default", onclick: () => card.send({ optionId: option.id }) },
         option.label);
     }
-    // A form, so that Enter in the note sends the Cancel with it.
-    const cancel = (event) => {
+    // The refusal (Deny) takes a note: a form, so that Enter in the note sends the Deny with it.
+    const deny = (event) => {
       event.preventDefault();
-      card.send(note.value.trim() ? { optionId: "cancel", text: note.value.trim() } : { optionId: "cancel" });
+      card.send(note.value.trim() ? { optionId: option.id, text: note.value.trim() } : { optionId: option.id });
     };
-    return h("form", { class: "cancel-group", onsubmit: cancel },
+    return h("form", { class: "deny-group", onsubmit: deny },
       h("label", { for: note.id }, "Note (optional)"), note,
-      h("button", { type: "submit", class: option.style || "danger" }, option.label));
+      h("button", { type: "submit", class: "danger" }, option.label));
   });
   if (!card.request.editable || !card.request.action) return buttons;
   // An editable approval: Edit beside Approve, and the form it opens below the controls.
   const [toggle, form] = editControls(card);
-  return [buttons[0], toggle, ...buttons.slice(1), form];
+  const after = card.request.options.findIndex((option) => option.id === "approve") + 1;
+  return [...buttons.slice(0, after), toggle, ...buttons.slice(after), form];
 }
 
+// An option as a button that answers with it; its description shows under its label.
+function choiceButton(card, option, index) {
+  const description = option.description ? h("span", { class: "description", id: fieldId(card, `option-${index}`) }, option.description) : null;
+  return h("button", { type: "button", class: "choice", "aria-label": option.label, "aria-describedby": description?.id,
+    onclick: () => card.send({ optionId: option.id }) }, h("span", { class: "label-text" }, option.label), description);
+}
+
+// A few options as buttons (a menu beyond MAX_BUTTONS), and a text box where any answer goes.
 function questionControls(card) {
   const request = card.request;
-  const parts = [];
+  const options = request.options;
+  const parts = options.length && options.length <= MAX_BUTTONS
+    ? [h("div", { class: "choices" }, options.map((option, index) => choiceButton(card, option, index)))] : [];
+  const fields = [];
   let select = null;
   let text = null;
-  if (request.options.length) {
+  if (options.length > MAX_BUTTONS) {
     select = h("select", { id: fieldId(card, "choice") }, h("option", { value: "" }, "Choose…"),
-      request.options.map((o) => h("option", { value: o.id }, o.description ? `${o.label}: ${o.description}` : o.label)));
-    parts.push(h("label", { for: select.id }, "Choose"), select);
+      options.map((o) => h("option", { value: o.id }, o.description ? `${o.label}: ${o.description}` : o.label)));
+    fields.push(h("label", { for: select.id }, "Choose"), select);
   }
   if (request.allowFreeform) {
     text = h("input", { id: fieldId(card, "text"), type: "text", autocomplete: "off" });
-    parts.push(h("label", { for: text.id }, select ? "or type an answer" : "Answer"), text);
+    fields.push(h("label", { for: text.id }, options.length ? "Or type an answer" : "Answer"), text);
   }
   const submit = (event) => {
     event.preventDefault();
     const typed = text ? text.value.trim() : "";
     if (typed) card.send({ text: typed });
     else if (select && select.value) card.send({ optionId: select.value });
-    else card.say("Choose an option or type an answer first.", "error");
+    else card.say(select ? "Choose an option or type an answer first." : "Type an answer first.", "error");
   };
-  return [h("form", { class: "answer", onsubmit: submit }, parts, h("button", { type: "submit", class: "primary" }, "Send"))];
+  if (fields.length) {
+    parts.push(h("form", { class: "answer", onsubmit: submit }, fields, h("button", { type: "submit", class: "primary" }, "Send")));
+  }
+  return parts;
 }
 
 function buttonControls(card) {
@@ -81,7 +97,7 @@ function buttonControls(card) {
 function controlsFor(card) {
   const request = card.request;
   if (request.kind === "tool-approval") return approvalControls(card);
-  if (request.display === "select" || request.allowFreeform) return questionControls(card);
+  if (request.kind === "question") return questionControls(card);
   return buttonControls(card);
 }
 
@@ -99,12 +115,15 @@ export class RequestCard {
     this.render();
   }
 
+  // In the inbox a card also says which session it is from: its title (a link to it), agent and channel.
   header(sessionLink) {
     const r = this.request;
+    const session = sessionLink ? h("p", { class: "session-line" },
+      h("a", { class: "session-title", href: `#/sessions/${r.sessionId}` }, r.title || `Session ${shortId(r.sessionId)}`),
+      h("span", { class: "meta" }, `${r.agent} · ${channelName(r.channel)}`)) : null;
     const meta = h("p", { class: "meta" }, `asked by ${principalName(r.requestedBy)} · `, when(r.createdAt),
-      r.expiresAt ? [" · expires ", when(r.expiresAt)] : null,
-      sessionLink ? [" · ", h("a", { href: `#/sessions/${r.sessionId}` }, "open session")] : null);
-    return h("header", {}, h("span", { class: "kind" }, KIND_LABELS[r.kind] || r.kind), h("h4", {}, r.prompt), meta);
+      r.expiresAt ? [" · expires ", when(r.expiresAt)] : null);
+    return h("header", {}, session, h("span", { class: "kind" }, KIND_LABELS[r.kind] || r.kind), h("h4", {}, r.prompt), meta);
   }
 
   action() {

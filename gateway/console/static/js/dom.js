@@ -34,6 +34,12 @@ export function jsonBlock(value) {
   return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
 }
 
+const CHANNEL_NAMES = { api: "API", slack: "Slack", twilio: "Twilio", github: "GitHub" };
+
+export function channelName(channel) {
+  return CHANNEL_NAMES[channel] || channel;
+}
+
 export function shortId(id) {
   return id.length > 12 ? `${id.slice(0, 12)}…` : id;
 }

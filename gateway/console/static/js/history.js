@@ -1,13 +1,16 @@
-// The audit trail per turn: runs (Run 1 interrupted, Run 2 ...), requests with their candidates, tool calls.
+// The audit trail per turn: runs (Run 1 paused for input, Run 2 ...), requests with their candidates, tool calls.
 // The API answers the latest turns; "Show earlier turns" loads the page before the oldest shown.
 
 import { api } from "./api.js";
 import { outcomeText } from "./cards.js";
 import { formatTime, h, principalName } from "./dom.js";
 
+// A run ends `interrupted` only when its turn parks on people: it did not fail, it waits for them.
+const RUN_STATUS = { interrupted: "paused for input" };
+
 function runItem(run) {
   const span = run.endedAt ? `${formatTime(run.startedAt)} to ${formatTime(run.endedAt)}` : `since ${formatTime(run.startedAt)}`;
-  return h("li", {}, h("strong", {}, `Run ${run.seq} ${run.status}`), ` · ${span}`, run.error ? ` · ${run.error.message || run.error}` : "");
+  return h("li", {}, h("strong", {}, `Run ${run.seq} ${RUN_STATUS[run.status] || run.status}`), ` · ${span}`, run.error ? ` · ${run.error.message || run.error}` : "");
 }
 
 function candidateItem(candidate) {
@@ -44,10 +47,8 @@ function turnView(turn, closed) {
 }
 
 export class History {
-  // `onFirst(turn)`: the session's first turn is shown (the page titles the session with it).
-  constructor(sessionId, onFirst) {
+  constructor(sessionId) {
     this.sessionId = sessionId;
-    this.onFirst = onFirst;
     this.turns = new Map(); // every turn loaded, by id: the latest page's, and the earlier pages asked for
     this.closed = new Set();
     this.oldest = Infinity; // the seq of the oldest turn loaded
@@ -79,7 +80,6 @@ export class History {
     this.list.replaceChildren(...turns.map((turn) => turnView(turn, this.closed)));
     if (!turns.length) this.list.append(h("p", { class: "empty" }, "No turns yet."));
     this.earlier.hidden = !this.before;
-    if (turns[0]?.seq === 1) this.onFirst(turns[0]);
   }
 
   // The page before the oldest turn shown; focus goes to the first of its turns, at the top.

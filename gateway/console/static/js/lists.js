@@ -2,16 +2,19 @@
 
 import { api } from "./api.js";
 import { RequestCard } from "./cards.js";
-import { h, shortId, when } from "./dom.js";
+import { channelName, h, shortId, when } from "./dom.js";
 
 const PAGE = 100; // the API's page: sessions listed at first, and more per "Show older sessions"
 
+// A session by its title (its first message), then its agent, channel, status, start and id.
 function sessionRow(session) {
   const open = session.pendingRequests;
   return h("li", {},
-    h("a", { href: `#/sessions/${session.id}` }, h("code", {}, shortId(session.id))),
-    h("span", { class: "meta" }, ` ${session.agent} · ${session.status} · started `, when(session.createdAt)),
-    open ? h("span", { class: "badge" }, open === 1 ? "1 open request" : `${open} open requests`) : null);
+    h("p", { class: "session-line" },
+      h("a", { class: "session-title", href: `#/sessions/${session.id}` }, session.title || "No message yet"),
+      open ? h("span", { class: "badge" }, open === 1 ? "1 open request" : `${open} open requests`) : null),
+    h("p", { class: "meta" }, `${session.agent} · ${channelName(session.channel)} · ${session.status} · started `,
+      when(session.createdAt), " · ", h("code", {}, shortId(session.id))));
 }
 
 // A list the page refreshes every few seconds: the error a refresh showed goes once one works again.
@@ -94,6 +97,7 @@ export class InboxView extends RefreshedList {
   }
 
   // New requests join at the end; cards answered elsewhere stay, showing their outcome, until you leave.
+  // Called every few seconds, and at once when the inbox stream says a request opened or closed.
   async refresh() {
     try {
       const { data } = await api("GET", "/api/requests?status=pending");

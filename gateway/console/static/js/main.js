@@ -1,11 +1,12 @@
 // The console: hash routes (#/, #/inbox, #/sessions/<id>), the API key box and who it acts as, the
 // pending-requests badge. It shows what the API shows this key: its own sessions and requests, or all (an operator).
 
-import { api, apiKey } from "./api.js";
+import { api, apiKey, openInbox } from "./api.js";
 import { InboxView, SessionsView } from "./lists.js";
 import { SessionView } from "./session.js";
 
 const REFRESH_MS = 3000;
+const RECONNECT_MS = 3000;
 const main = document.getElementById("main");
 const notice = document.getElementById("notice");
 const keyPanel = document.getElementById("key-panel");
@@ -13,6 +14,8 @@ const keyInput = document.getElementById("api-key");
 const badge = document.getElementById("inbox-count");
 const actingAs = document.getElementById("acting-as");
 let view = null;
+let inbox = null;
+let inboxRetry = null;
 
 function notify(text) {
   notice.textContent = text;
@@ -44,15 +47,23 @@ async function showWhoAmI() {
   }
 }
 
-async function tick() {
-  try {
-    const { data } = await api("GET", "/api/requests?status=pending");
-    badge.textContent = `${data.requests.length}${data.next ? "+" : ""}`; // a page of the oldest: more may wait
-    badge.hidden = data.requests.length === 0;
-  } catch {
-    badge.hidden = true;
-  }
-  view?.refresh?.();
+// The badge follows the inbox stream: it changes as soon as a request opens or closes, wherever it was answered,
+// and the view refreshes then too.
+function followInbox() {
+  inbox?.close();
+  clearTimeout(inboxRetry);
+  inbox = openInbox();
+  inbox.addEventListener("inbox", (message) => {
+    const { requestIds, next } = JSON.parse(message.data);
+    badge.textContent = `${requestIds.length}${next ? "+" : ""}`; // a page of the oldest: more may wait
+    badge.hidden = requestIds.length === 0;
+    view?.refresh?.();
+  });
+  inbox.onerror = () => {
+    if (inbox.readyState !== EventSource.CLOSED) return; // the browser reconnects by itself
+    badge.hidden = true; // refused (a key is needed) or unreachable: try again in a while
+    inboxRetry = setTimeout(followInbox, RECONNECT_MS);
+  };
 }
 
 document.getElementById("key-form").addEventListener("submit", (event) => {
@@ -61,12 +72,14 @@ document.getElementById("key-form").addEventListener("submit", (event) => {
   keyPanel.open = false;
   route();
   showWhoAmI();
+  followInbox();
 });
 document.getElementById("key-forget").addEventListener("click", () => {
   apiKey.set("");
   keyInput.value = "";
   route();
   showWhoAmI();
+  followInbox();
 });
 window.addEventListener("hitl:unauthorized", (event) => {
   keyPanel.open = true;
@@ -77,5 +90,5 @@ window.addEventListener("hashchange", route);
 keyInput.value = apiKey.get();
 route();
 showWhoAmI();
-tick();
-setInterval(tick, REFRESH_MS);
+followInbox();
+setInterval(() => view?.refresh?.(), REFRESH_MS); // new sessions, and a page that could not load at first

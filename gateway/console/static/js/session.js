@@ -1,8 +1,8 @@
 // One session: the live conversation (from the event stream) and its history (from GET /api/sessions/<id>),
-// titled with its first turn's message.
+// titled with its first message (the API's `title`).
 
 import { api, EVENT_TYPES, openEvents } from "./api.js";
-import { h } from "./dom.js";
+import { channelName, h } from "./dom.js";
 import { History } from "./history.js";
 import { Timeline } from "./timeline.js";
 
@@ -21,14 +21,15 @@ export class SessionView {
     this.lastSeq = 0;
     this.timeline = new Timeline();
     this.title = h("h2", { tabIndex: -1 }, "Session");
-    this.history = new History(sessionId, (first) => (this.title.textContent = first.input));
+    this.history = new History(sessionId);
+    this.where = h("span", { class: "where" });
     this.status = h("span", { class: "status" }, "loading");
     this.live = h("span", { class: "live", role: "status" }, "connecting");
     this.cancel = h("button", { type: "button", class: "danger", hidden: true, onclick: () => this.cancelTurn() }, "Cancel turn");
     this.cancelNote = h("p", { class: "cancel-note", role: "status" });
     main.replaceChildren(h("section", { class: "session" },
       h("header", { class: "session-head" }, this.title,
-        h("p", { class: "meta" }, h("code", {}, sessionId), " · ", this.status, " · ", this.live, " ", this.cancel),
+        h("p", { class: "meta" }, this.where, h("code", {}, sessionId), " · ", this.status, " · ", this.live, " ", this.cancel),
         this.cancelNote),
       h("div", { class: "columns" },
         h("section", { class: "conversation", "aria-label": "Conversation" }, h("h3", {}, "Conversation"), this.timeline.el, this.composer()),
@@ -132,6 +133,8 @@ export class SessionView {
       const ended = data.turns.every((turn) => ENDED.has(turn.status)); // the events refresh it
       if (ended && document.activeElement === this.cancel) this.title.focus(); // not lost to the page
       this.cancel.hidden = ended;
+      if (data.title) this.title.textContent = data.title;
+      this.where.textContent = `${data.agent} · ${channelName(data.channel)} · `;
       if (!this.lastSeq) this.status.textContent = data.status;
       return true;
     } catch (error) {
