@@ -60,8 +60,10 @@ ERRORS = {
     409: "The request is no longer open, or (cancel) the session has no turn to cancel",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
-    422: "An option the request does not have, text where none is accepted, a blank message, or (new session) a "
-         "channel that is not configured or an address it cannot use",
+    422: "An option the request does not have, text where none is accepted, a blank message, an edited `input` that "
+         "does not fit the request's `action.inputSchema` (`details.fields` names each field), an `input` for a "
+         "request that is not editable or with another option than approve, or (new session) a channel that is not "
+         "configured or an address it cannot use",
 }
 AUTH = (400, 401, 403)
 
