@@ -232,15 +232,6 @@ def request_state(rt: Runtime, request_id: str, seen_by: Principal | None = None
         return (shown if request.turn_id is not None else shown | external_fields(db, request)), seq
 
 
-def latest_seq(rt: Runtime, session_id: str) -> int:
-    """The seq of the session's latest event (0: none yet); NotFound for no such session."""
-    with rt.db.read() as db:
-        seq = db.execute(select(Session.event_seq).where(Session.id == session_id)).scalar_one_or_none()
-    if seq is None:
-        raise NotFound(f"no session {session_id!r}", {"sessionId": session_id})
-    return seq
-
-
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000,
                  seen_by: Principal | None = None) -> list[dict[str, Any]]:
     with rt.db.read() as db:
