@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
+from examples.agents_anywhere import mcp_agent
 from gateway.mcp_server import build_server
 from tests.conftest import KEYS, ROOT, Stack, sqlite_settings
 from tests.gateway.test_client import answering
@@ -39,13 +40,17 @@ def served(tmp_path: Path) -> Iterator[Gateway]:
     stack.close()
 
 
+def hitl_mcp_command(url: str, key: str = KEYS["bot:agent"]) -> StdioServerParameters:
+    """`hitl mcp` with HITL_URL and HITL_API_KEY, as a client configured with them starts it."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "gateway", "mcp"], cwd=ROOT,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT), "HITL_URL": url, "HITL_API_KEY": key})
+
+
 @asynccontextmanager
 async def hitl_mcp(url: str, key: str = KEYS["bot:agent"]) -> AsyncIterator[ClientSession]:
-    """`hitl mcp` with HITL_URL and HITL_API_KEY, as a client configured with them starts it."""
-    server = StdioServerParameters(command=sys.executable, args=["-m", "gateway", "mcp"], cwd=ROOT,
-                                   env={**os.environ, "PYTHONPATH": str(ROOT), "HITL_URL": url, "HITL_API_KEY": key})
     with open(os.devnull, "w") as quiet:
-        async with stdio_client(server, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+        async with stdio_client(hitl_mcp_command(url, key), errlog=quiet) as (read, write), \
+                ClientSession(read, write) as session:
             await session.initialize()
             yield session
 
@@ -153,6 +158,17 @@ def test_an_approval_approved_then_one_denied_with_a_note(served: Gateway) -> No
     assert [(r["prompt"], r["action"]["input"], r["outcome"]) for r in asked] == [
         ("Approve refund_charge?", {"charge": "ch_1", "amount": 20}, "approved"),
         ("Refund ch_2 in full?", {"charge": "ch_2"}, "denied")]
+
+
+def test_the_example_client_asks_for_an_approval(served: Gateway, capsys: pytest.CaptureFixture[str]) -> None:
+    stack, url = served
+    answering(stack, "alice", optionId="approve")
+
+    decided = anyio.run(mcp_agent.approve_refund, hitl_mcp_command(url), "ch_1001", 20.0)
+
+    assert (decided["approved"], decided["responder"]["principalId"]) == (True, "alice")
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "tools: ask_human, request_approval", "alice approved refund_charge"]
 
 
 def test_nobody_answering_in_time_is_timed_out_and_a_withdrawn_request_says_by_whom(served: Gateway) -> None:
