@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -26,6 +25,7 @@ from examples.agents_anywhere import mcp_agent
 from gateway.mcp_server import build_server
 from tests.conftest import KEYS, ROOT, Stack, sqlite_settings
 from tests.gateway.test_client import answering
+from tests.support.imports import SERVER_SIDE, packages_loaded_by
 from tests.support.live_server import live_server
 
 Gateway = tuple[Stack, str]
@@ -71,13 +71,9 @@ def said(result: CallToolResult) -> str:
 
 
 def test_the_server_imports_neither_flask_nor_sqlalchemy() -> None:
-    found = subprocess.run(
-        [sys.executable, "-c", "import json, sys, gateway.mcp_server; "
-                               "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"],
-        cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = packages_loaded_by("gateway.mcp_server")
 
-    loaded = set(json.loads(found.stdout))
-    assert {"mcp", "requests"} <= loaded and not loaded & {"flask", "sqlalchemy", "werkzeug", "engine", "adapters"}
+    assert {"mcp", "requests"} <= loaded and not loaded & SERVER_SIDE
 
 
 def test_the_server_imports_of_the_gateway_only_its_client() -> None:
@@ -270,6 +266,32 @@ def test_the_gateways_refusals_are_tool_errors_naming_them(served: Gateway, monk
             "Error executing tool request_approval: the gateway at http://127.0.0.1:9 cannot be reached: ")
 
     in_process(unreachable)
+
+
+def test_calls_wait_side_by_side(served: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack, url = served
+    monkeypatch.setenv("HITL_URL", url)
+    monkeypatch.setenv("HITL_API_KEY", KEYS["bot:agent"])
+    results: dict[str, CallToolResult] = {}
+
+    async def two_at_once(client: Client) -> None:
+        async def ask(prompt: str) -> None:
+            results[prompt] = await client.call_tool("ask_human", {"prompt": prompt, "timeout_seconds": 20})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ask, "first?")
+            tasks.start_soon(ask, "second?")
+            with anyio.fail_after(10):  # both wait at once: neither holds up the other
+                while len(stack.client("bob:operator").get("/api/requests?status=pending").get_json()["requests"]) < 2:
+                    await anyio.sleep(0.05)
+            for request in stack.client("bob:operator").get("/api/requests?status=pending").get_json()["requests"]:
+                stack.client("carol").patch(f"/api/requests/{request['requestId']}",
+                                            json={"text": f"yes to {request['prompt']}"})
+
+    in_process(two_at_once)
+
+    assert {prompt: said(result) for prompt, result in results.items()} == {
+        "first?": "carol answered: 'yes to first?'", "second?": "carol answered: 'yes to second?'"}
 
 
 def test_hitl_mcp_names_what_it_needs(hitl: Any, monkeypatch: pytest.MonkeyPatch) -> None:
