@@ -12,6 +12,7 @@ It imports the MCP SDK, `requests` and the standard library: neither Flask nor S
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -27,11 +28,14 @@ from typing_extensions import TypedDict
 
 from .client import HitlClient, HitlError, name_of
 
-__all__ = ["build_server", "run"]
+__all__ = ["build_server"]
+
+log = logging.getLogger("hitl.mcp")
 
 DEFAULT_TIMEOUT = 600
 """How long a tool waits for a person unless its call says `timeout_seconds`."""
 MAX_TIMEOUT = 24 * 3600
+"""The longest a tool call may wait: a day."""
 EXPIRY_GRACE = 1.0
 """Past `timeout_seconds`, how long to wait for the gateway to close the request `expired` itself before the
 server cancels it (the client's own default, 30 s, would keep the tool call waiting half a minute longer)."""
@@ -181,11 +185,11 @@ async def waited(ctx: Context, hitl: HitlClient, request: dict[str, Any], timeou
 
 async def report(ctx: Context, request_id: str, timeout: int) -> None:
     """Progress every PROGRESS_SECONDS: the seconds waited of `timeout` (a no-op unless the client asked for it)."""
-    waited = 0.0
+    seconds = 0.0
     while True:
-        await ctx.report_progress(waited, timeout, f"waiting for a person to answer {request_id} ({waited:.0f} s)")
+        await ctx.report_progress(seconds, timeout, f"waiting for a person to answer {request_id} ({seconds:.0f} s)")
         await anyio.sleep(PROGRESS_SECONDS)
-        waited += PROGRESS_SECONDS
+        seconds += PROGRESS_SECONDS
 
 
 def gateway_call(hitl: HitlClient, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -204,11 +208,12 @@ def gateway_call(hitl: HitlClient, call: Callable[[], dict[str, Any]]) -> dict[s
 
 
 def withdraw(hitl: HitlClient, request_id: str) -> None:
-    """Cancel the request of a call the client stopped waiting for, if it is still open (best effort)."""
+    """Cancel the request of a call the client stopped waiting for, so nobody answers it later; what keeps it open
+    (closed meanwhile, the gateway unreachable) is logged: the call is over either way."""
     try:
         hitl.cancel(request_id)
-    except (HitlError, requests.RequestException):
-        pass
+    except (HitlError, requests.RequestException) as exc:
+        log.info("request %s of an abandoned call was not withdrawn: %s", request_id, exc)
 
 
 def timed_out(closed: dict[str, Any]) -> bool:
@@ -251,12 +256,3 @@ def build_server() -> MCPServer[Any]:
     server.add_tool(ask_human, title="Ask a person", annotations=waits)
     server.add_tool(request_approval, title="Ask a person to approve an action", annotations=waits)
     return server
-
-
-def run() -> None:
-    """Serve MCP on stdin and stdout until the client closes them."""
-    build_server().run("stdio")
-
-
-if __name__ == "__main__":
-    run()
