@@ -1,4 +1,4 @@
-"""The `hitl` command: serve, worker, slack-socket and db upgrade here; the operator's commands (requests,
+"""The `hitl` command: serve, worker, slack-socket, mcp and db upgrade here; the operator's commands (requests,
 answer, sessions, show, resume, sweep) in `cli_operator`."""
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("upgrade", help="apply migrations up to head").set_defaults(handler=cmd_db_upgrade)
     add_operator_commands(commands)
+
+    commands.add_parser("mcp", help="serve the ask_human and request_approval tools to an MCP client over stdio "
+                                    "(HITL_URL, HITL_API_KEY)",
+                        description="A Model Context Protocol server on stdin and stdout whose tools ask people "
+                                    "through the gateway at HITL_URL with the key HITL_API_KEY (an agent's). "
+                                    "Needs hitl-gateway[mcp].").set_defaults(handler=cmd_mcp)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -134,6 +140,21 @@ def cmd_slack_socket(args: argparse.Namespace) -> None:
     from .slack import socket_mode_handler
 
     socket_mode_handler(create_app()).start()
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    """The MCP SDK is an extra: without it, say which to install."""
+    try:
+        from .mcp_server import build_server
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise ConfigurationError("hitl mcp needs the MCP SDK: install hitl-gateway[mcp]") from None
+    try:
+        server = build_server()
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    server.run("stdio")
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
