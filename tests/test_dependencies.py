@@ -2,7 +2,7 @@
 the gateway imports must come with its own dependencies, not with the test tools that happen to share the
 test environment. A subprocess imports every module of the gateway, builds the app on its embedded defaults and
 starts a session, with imports refused of every installed module outside the dependency closure of a plain
-install."""
+install. A module of an optional extra (gateway.langgraph) imports with that extra's closure."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "hitl-gateway"
 OURS = ("engine", "adapters", "gateway")
+EXTRAS = {"gateway.langgraph": "langgraph"}
+"""The modules of an optional extra (`pip install 'hitl-gateway[langgraph]'`): a plain install does not import
+them."""
 
-PLAIN_INSTALL = """
+REFUSE = """
 import importlib.abc, json, pkgutil, sys
 refused = set(json.loads(sys.argv[1]))
 
@@ -32,10 +35,12 @@ class OnlyPlainInstall(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, OnlyPlainInstall())
+"""
+PLAIN_INSTALL = REFUSE + """
 for package in ("engine", "adapters", "gateway"):
     root = __import__(package)
     for module in pkgutil.walk_packages(root.__path__, package + "."):
-        if not module.name.endswith("__main__"):
+        if not module.name.endswith("__main__") and module.name not in json.loads(sys.argv[2]):
             __import__(module.name)
 
 from gateway.app import create_app
@@ -45,12 +50,12 @@ print("ok")
 """
 
 
-def installed_closure(name: str) -> set[str]:
-    """The distributions a plain `pip install <name>` brings: its requirements without extras, each with the
+def installed_closure(name: str, *extras: str) -> set[str]:
+    """The distributions `pip install <name>[<extras>]` brings: its requirements (with those extras), each with the
     extras it asks for, recursively (environment markers evaluated here)."""
     found: set[str] = set()
     seen: set[tuple[str, frozenset[str]]] = set()
-    todo = [(canonicalize_name(name), frozenset[str]())]
+    todo = [(canonicalize_name(name), frozenset(extras))]
     while todo:
         current, extras = todo.pop()
         if (current, extras) in seen:
@@ -81,9 +86,22 @@ def test_a_plain_install_imports_and_serves_without_the_test_tools(tmp_path: Pat
     assert "pytest" not in closure and "playwright" not in closure
     refused = refused_names(closure)
     assert {"pytest", "playwright"} <= refused
+    done = run(tmp_path, PLAIN_INSTALL, json.dumps(sorted(refused)), json.dumps(sorted(EXTRAS)))
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_gateway_langgraph_imports_with_the_langgraph_extra_alone(tmp_path: Path) -> None:
+    refused = refused_names(installed_closure(PROJECT, EXTRAS["gateway.langgraph"]))
+    assert "langgraph" not in refused and "pytest" in refused
+
+    done = run(tmp_path, REFUSE + "import gateway.langgraph; print('ok')", json.dumps(sorted(refused)))
+
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def run(cwd: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HITL_", "SLACK_", "TWILIO_", "GITHUB_"))}
     env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)
-    done = subprocess.run([sys.executable, "-c", PLAIN_INSTALL, json.dumps(sorted(refused))], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    return subprocess.run([sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
