@@ -1,0 +1,245 @@
+"""gateway.langgraph with real LangGraph on PostgreSQL (its PostgresSaver beside the gateway's tables): a gateway on
+a real port with a `hitl worker` that delivers signed callbacks; graphs whose nodes call ask_people, and a LangChain
+`create_agent` with HumanInTheLoopMiddleware on a scripted chat model; people answer as an operator through the API.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.graph import END, START, StateGraph
+
+from gateway.client import Answer, CallbackRefused, Expired, HitlClient
+from gateway.langgraph import Approval, HitlGraphRunner, Progress, ask_people
+from tests.conftest import KEYS, Stack, WorkerProcess, make_stack, worker_env
+from tests.support.live_server import live_server
+from tests.support.services import conninfo
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+WORKER = pytest.StashKey[tuple[WorkerProcess, str]]()
+
+
+def callback_queue(request: pytest.FixtureRequest) -> str:
+    """One worker for these tests, with the callback secret (it signs the callbacks it delivers)."""
+    stash = request.config.stash
+    if WORKER not in stash:
+        queue = f"langgraph-{uuid.uuid4().hex[:12]}"
+        env = worker_env(request.getfixturevalue("postgres_url"), request.getfixturevalue("redis_url"), queue,
+                         HITL_CALLBACK_SECRET=SECRET)
+        log = request.getfixturevalue("tmp_path_factory").mktemp("langgraph-worker") / "worker.log"
+        stash[WORKER] = (WorkerProcess(env, log), queue)
+        request.session.addfinalizer(lambda: stash[WORKER][0].kill(15))
+    worker, queue = stash[WORKER]
+    assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
+    return queue
+
+
+@pytest.fixture
+def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Stack, HitlClient]]:
+    """The gateway on PostgreSQL on a real port, and a client with the agent's key."""
+    with make_stack(request, "postgres", tmp_path, callback_secret=SECRET, queue=callback_queue(request)) as stack, \
+            live_server(stack.app) as url:
+        yield stack, HitlClient(url, api_key=KEYS["bot:agent"])
+
+
+@pytest.fixture
+def saver(postgres_url: str) -> Iterator[PostgresSaver]:
+    with PostgresSaver.from_conn_string(conninfo(postgres_url)) as checkpointer:
+        checkpointer.setup()
+        yield checkpointer
+
+
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"ticket-{uuid.uuid4().hex[:8]}"}}
+
+
+def requests_of(stack: Stack) -> list[dict[str, Any]]:
+    """Every request opened, oldest first."""
+    found = stack.client("bob:operator").get("/api/requests").get_json()["requests"]
+    return sorted(found, key=lambda r: r["createdAt"])
+
+
+def answer(stack: Stack, response: dict[str, Any], after: int = 0) -> dict[str, Any]:
+    """An operator answers the first pending request once there is one (`after` requests opened before)."""
+    client = stack.client("bob:operator")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        opened = requests_of(stack)
+        pending = [r for r in opened if r["status"] == "pending"]
+        if pending and len(opened) > after:
+            answered = client.patch(f"/api/requests/{pending[0]['requestId']}", json=response)
+            assert answered.status_code == 200, answered.get_json()
+            return pending[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no request to answer with {response}")
+
+
+def people(stack: Stack, *responses: dict[str, Any]) -> threading.Thread:
+    """An operator answers requests as they come, one response each, in order (from another thread)."""
+    def run() -> None:
+        for done, response in enumerate(responses):
+            answer(stack, response, after=done)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+# -- graphs of ask_people ------------------------------------------------------------------------------------
+
+
+class Upgrade(TypedDict, total=False):
+    customer: str
+    plan: str
+    refunded: bool
+    note: str | None
+    asked: Annotated[list[str], operator.add]
+
+
+def pick_plan(state: Upgrade) -> Upgrade:
+    picked = ask_people(f"Which plan for {state['customer']}?", options=["Basic", "Pro"])
+    assert isinstance(picked, Answer)
+    return {"plan": picked.option_id or str(picked.text), "asked": ["plan"]}
+
+
+def refund(state: Upgrade) -> Upgrade:
+    call = {"toolName": "refund_charge", "input": {"customer": state["customer"], "plan": state["plan"]}}
+    decided = ask_people("Refund the difference?", kind="tool-approval", action=call)
+    assert isinstance(decided, Approval)
+    return {"refunded": decided.approved, "note": decided.note, "asked": ["refund"]}
+
+
+def upgrade_graph(saver: PostgresSaver) -> Any:
+    graph = StateGraph(Upgrade)
+    graph.add_node("pick_plan", pick_plan)
+    graph.add_node("refund", refund)
+    graph.add_edge(START, "pick_plan")
+    graph.add_edge("pick_plan", "refund")
+    graph.add_edge("refund", END)
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_thread_parks_twice_and_resumes_twice_while_invoke_waits(gateway: tuple[Stack, HitlClient],
+                                                                    saver: PostgresSaver) -> None:
+    stack, hitl = gateway
+    config = thread()
+    people(stack, {"optionId": "Pro"}, {"optionId": "deny", "text": "not this month"})
+
+    output = HitlGraphRunner(upgrade_graph(saver), hitl).invoke({"customer": "c_1"}, config, timeout=30)
+
+    assert (output["plan"], output["refunded"], output["note"], output["asked"]) == (
+        "Pro", False, "not this month", ["plan", "refund"])
+    question, approval = (hitl.get(r["requestId"]) for r in requests_of(stack))
+    assert (question["prompt"], [o["label"] for o in question["options"]], question["outcome"]) == (
+        "Which plan for c_1?", ["Basic", "Pro"], "answered")
+    assert (approval["action"]["toolName"], approval["action"]["input"], approval["outcome"]) == (
+        "refund_charge", {"customer": "c_1", "plan": "Pro"}, "denied")
+    thread_id = config["configurable"]["thread_id"]
+    assert [r["metadata"]["langgraph"]["threadId"] for r in (question, approval)] == [thread_id, thread_id]
+    assert question["idempotencyKey"].startswith(f"langgraph:{thread_id}:")
+
+
+def test_a_rerun_finds_the_request_it_opened_and_never_asks_twice(gateway: tuple[Stack, HitlClient],
+                                                                 saver: PostgresSaver) -> None:
+    stack, hitl = gateway
+    config = thread()
+    with pytest.raises(Expired):  # the process stops waiting; the thread stays parked, its request open
+        HitlGraphRunner(upgrade_graph(saver), hitl).invoke({"customer": "c_2"}, config, timeout=1)
+    [asked] = requests_of(stack)
+
+    people(stack, {"optionId": "Basic"}, {"optionId": "approve"})
+    output = HitlGraphRunner(upgrade_graph(saver), hitl).invoke({"customer": "c_2"}, config, timeout=30)
+
+    assert (output["plan"], output["refunded"], output["asked"]) == ("Basic", True, ["plan", "refund"])
+    question, approval = requests_of(stack)
+    assert question["requestId"] == asked["requestId"] and approval["kind"] == "tool-approval"
+
+
+# -- callbacks -------------------------------------------------------------------------------------------------
+
+
+class Receiver:
+    """The agent's web endpoint for callbacks: each verified callback resumes its thread (what it received and what
+    the runner answered are kept); a refused one is a 401."""
+
+    def __init__(self) -> None:
+        self.runner: HitlGraphRunner | None = None
+        self.received: list[tuple[bytes, dict[str, str]]] = []
+        self.progress: list[Progress | None] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                assert receiver.runner is not None
+                try:
+                    progress = receiver.runner.resume_from_callback(body, dict(self.headers.items()))
+                except CallbackRefused:
+                    self.send_response(401)
+                else:
+                    receiver.received.append((body, dict(self.headers.items())))
+                    receiver.progress.append(progress)
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hitl"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, count: int) -> Progress:
+        deadline = time.monotonic() + 30
+        while len(self.progress) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.progress) >= count, f"{len(self.progress)} callbacks handled, not {count}"
+        progress = self.progress[count - 1]
+        assert progress is not None
+        return progress
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+def test_callbacks_resume_a_thread_that_no_process_waits_for(gateway: tuple[Stack, HitlClient], saver: PostgresSaver,
+                                                            receiver: Receiver) -> None:
+    stack, hitl = gateway
+    graph, config = upgrade_graph(saver), thread()
+    runner = receiver.runner = HitlGraphRunner(graph, hitl, callback_url=receiver.url, callback_secret=SECRET)
+
+    started = runner.start({"customer": "c_3"}, config)
+    [question] = started.waiting
+    assert (started.resumed, started.done, question["prompt"]) == (False, False, "Which plan for c_3?")
+
+    answer(stack, {"optionId": "Pro"})
+    first = receiver.wait_for(1)
+    [approval] = first.waiting
+    assert first.resumed and approval["action"]["toolName"] == "refund_charge"
+    assert graph.get_state(config).next == ("refund",)
+
+    answer(stack, {"optionId": "approve"}, after=1)
+    second = receiver.wait_for(2)
+    assert (second.resumed, second.done) == (True, True)
+    assert graph.get_state(config).values["refunded"] is True and graph.get_state(config).next == ()
+
+    body, headers = receiver.received[0]  # the first callback delivered again: the thread went on long ago
+    again = runner.resume_from_callback(body, headers)
+    assert again is not None and (again.resumed, again.done) == (False, True)
+    with pytest.raises(CallbackRefused):
+        runner.resume_from_callback(body.replace(b"Pro", b"Basic"), headers)
+    assert len(requests_of(stack)) == 2
