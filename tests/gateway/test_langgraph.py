@@ -5,22 +5,32 @@ a real port with a `hitl worker` that delivers signed callbacks; graphs whose no
 
 from __future__ import annotations
 
+import ast
+import json
 import operator
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 
 from gateway.client import Answer, CallbackRefused, Expired, HitlClient
-from gateway.langgraph import Approval, HitlGraphRunner, Progress, ask_people
-from tests.conftest import KEYS, Stack, WorkerProcess, make_stack, worker_env
+from gateway.langgraph import Approval, HitlGraphRunner, Progress, UnsupportedInterrupt, ask_people
+from tests.conftest import KEYS, ROOT, Stack, WorkerProcess, make_stack, worker_env
 from tests.support.live_server import live_server
 from tests.support.services import conninfo
 
@@ -68,22 +78,27 @@ def requests_of(stack: Stack) -> list[dict[str, Any]]:
     return sorted(found, key=lambda r: r["createdAt"])
 
 
-def answer(stack: Stack, response: dict[str, Any], after: int = 0) -> dict[str, Any]:
-    """An operator answers the first pending request once there is one (`after` requests opened before)."""
+Response = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+"""A response's body, or what makes it of the request answered."""
+
+
+def answer(stack: Stack, response: Response, after: int = 0) -> dict[str, Any]:
+    """An operator answers the oldest pending request once there is one (`after` requests were opened before)."""
     client = stack.client("bob:operator")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         opened = requests_of(stack)
         pending = [r for r in opened if r["status"] == "pending"]
         if pending and len(opened) > after:
-            answered = client.patch(f"/api/requests/{pending[0]['requestId']}", json=response)
+            body = response(pending[0]) if callable(response) else response
+            answered = client.patch(f"/api/requests/{pending[0]['requestId']}", json=body)
             assert answered.status_code == 200, answered.get_json()
             return pending[0]
         time.sleep(0.05)
     raise AssertionError(f"no request to answer with {response}")
 
 
-def people(stack: Stack, *responses: dict[str, Any]) -> threading.Thread:
+def people(stack: Stack, *responses: Response) -> threading.Thread:
     """An operator answers requests as they come, one response each, in order (from another thread)."""
     def run() -> None:
         for done, response in enumerate(responses):
@@ -243,3 +258,102 @@ def test_callbacks_resume_a_thread_that_no_process_waits_for(gateway: tuple[Stac
     with pytest.raises(CallbackRefused):
         runner.resume_from_callback(body.replace(b"Pro", b"Basic"), headers)
     assert len(requests_of(stack)) == 2
+
+
+# -- LangChain's create_agent with HumanInTheLoopMiddleware ---------------------------------------------------
+
+
+class ScriptedChat(BaseChatModel):
+    """A chat model that asks for two refunds at once, then says what it was told of them."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if results:
+            reply = AIMessage(content=" | ".join(str(m.content) for m in results))
+        else:
+            reply = AIMessage(content="", tool_calls=[
+                {"name": "refund_charge", "args": {"charge": "ch_1", "amount": 20}, "id": "call_1"},
+                {"name": "refund_charge", "args": {"charge": "ch_2", "amount": 900}, "id": "call_2"}])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_an_agents_tool_approvals_are_asked_of_people(gateway: tuple[Stack, HitlClient], saver: PostgresSaver,
+                                                      mode: str) -> None:
+    stack, hitl = gateway
+    refunded: list[str] = []
+
+    @tool
+    def refund_charge(charge: str, amount: float) -> str:
+        """Refund part of a charge."""
+        refunded.append(charge)
+        return f"refunded {amount} on {charge}"
+
+    model = ScriptedChat()
+    review = HumanInTheLoopMiddleware(interrupt_on={"refund_charge": {"allowed_decisions": ["approve", "reject"]}},
+                                      interrupt_mode=mode)  # type: ignore[arg-type]
+    agent = create_agent(model, tools=[refund_charge], middleware=[review], checkpointer=saver)
+    def review_refund(request: dict[str, Any]) -> dict[str, Any]:  # small refunds only
+        if request["action"]["input"]["amount"] < 100:
+            return {"optionId": "approve"}
+        return {"optionId": "deny", "text": "too much, ask finance"}
+
+    people(stack, review_refund, review_refund)
+
+    output = HitlGraphRunner(agent, hitl, approvers=["alice"]).invoke(
+        {"messages": [{"role": "user", "content": "refund both"}]}, thread(), timeout=30)
+
+    assert refunded == ["ch_1"]
+    told = output["messages"][-1].content.split(" | ")
+    assert sorted(told) == ["User rejected the tool call for `refund_charge` with reason: too much, ask finance",
+                            "refunded 20.0 on ch_1"]
+    asked = [hitl.get(r["requestId"]) for r in requests_of(stack)]
+    assert sorted((r["action"]["toolName"], r["action"]["input"]["charge"], r["outcome"]) for r in asked) == [
+        ("refund_charge", "ch_1", "approved"), ("refund_charge", "ch_2", "denied")]
+    assert all(r["prompt"].startswith("Tool execution requires approval") and r["approvers"] == ["alice"]
+               for r in asked)
+
+
+def test_a_review_that_people_could_not_answer_is_refused_before_anyone_is_asked(
+        gateway: tuple[Stack, HitlClient], saver: PostgresSaver) -> None:
+    stack, hitl = gateway
+
+    @tool
+    def refund_charge(charge: str, amount: float) -> str:
+        """Refund part of a charge."""
+        return "refunded"
+
+    review = HumanInTheLoopMiddleware(interrupt_on={"refund_charge": {"allowed_decisions": ["approve", "edit"]}})
+    agent = create_agent(ScriptedChat(), tools=[refund_charge], middleware=[review], checkpointer=saver)
+
+    with pytest.raises(UnsupportedInterrupt, match="refund_charge's review allows only"):
+        HitlGraphRunner(agent, hitl).invoke({"messages": [{"role": "user", "content": "refund"}]}, thread())
+
+    assert requests_of(stack) == []
+
+
+# -- what it imports -------------------------------------------------------------------------------------------
+
+
+def test_gateway_langgraph_imports_only_the_client_requests_and_langgraph() -> None:
+    tree = ast.parse((ROOT / "gateway" / "langgraph.py").read_text())
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+              and node.module and node.level == 0}
+    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+
+    assert names - set(sys.stdlib_module_names) == {"langgraph", "langchain_core"} and relative == {"client"}
+    found = subprocess.run(
+        [sys.executable, "-c", "import json, sys, gateway.langgraph; "
+                               "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"],
+        cwd=ROOT, capture_output=True, text=True, check=True)
+    assert not set(json.loads(found.stdout)) & {"flask", "sqlalchemy", "werkzeug", "engine", "adapters"}
