@@ -42,6 +42,8 @@ MAX_PROMPT = 4000
 """The longest prompt the API takes; a longer middleware description is cut to it."""
 MAX_KEY = 200
 """The longest idempotency key the API takes."""
+LOCKS = 64
+"""How many locks a runner advances threads under (a thread id always maps to the same one)."""
 
 
 class UnsupportedInterrupt(ValueError):
@@ -134,11 +136,12 @@ def check_decisions(tool: str, allowed: list[str] | None) -> None:
 
 
 def decision_types(schema: dict[str, Any] | type | None) -> list[str] | None:
-    """The decision types a per-call interrupt's `response_schema` (JSON Schema) takes; None when it has none."""
+    """The decision types a per-call interrupt's `response_schema` (JSON Schema) takes; None when it names none."""
     if not isinstance(schema, dict):
         return None
     shapes = [schema, *schema.get("$defs", {}).values()]
-    return [s["properties"]["type"]["const"] for s in shapes if "const" in s.get("properties", {}).get("type", {})]
+    found = [s["properties"]["type"]["const"] for s in shapes if "const" in s.get("properties", {}).get("type", {})]
+    return found or None
 
 
 def approval_of(action: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +206,7 @@ class HitlGraphRunner:
     there: `resume_from_callback` checks the signature with `callback_secret` (default HITL_CALLBACK_SECRET) and
     resumes the thread. Keep these settings the same across runs of a thread: an idempotency key used again with
     another request body is the API's 409 `idempotency_conflict`. Each thread is advanced by one call at a time in
-    this process (a lock per thread id)."""
+    this process (under a lock of its id)."""
 
     def __init__(self, graph: Pregel, client: HitlClient, *, to: dict[str, Any] | None = None,
                  approvers: list[str] | None = None, expires_in: int | None = None,
@@ -211,8 +214,7 @@ class HitlGraphRunner:
         self.graph, self.client = graph, client
         self.to, self.approvers, self.expires_in = to, approvers, expires_in
         self.callback_url, self.callback_secret = callback_url, callback_secret
-        self.locks: dict[str, threading.Lock] = {}
-        self.locks_lock = threading.Lock()
+        self.locks = [threading.Lock() for _ in range(LOCKS)]
 
     def invoke(self, input: Any, config: RunnableConfig, *, timeout: float | None = None, **kwargs: Any) -> Any:
         """Run the thread of `config` (`configurable.thread_id`) to its end: each time it parks, open its requests,
@@ -221,16 +223,16 @@ class HitlGraphRunner:
         again). A thread already parked (its process stopped waiting) is picked up where it parked, and `input` is
         not applied again: its requests are found by their idempotency keys, so nobody is asked twice. `kwargs` go
         to every `graph.invoke` (`context=...`)."""
-        ends = None if timeout is None else self.now() + timeout
+        ends = None if timeout is None else time.monotonic() + timeout
         thread_id = thread_of(config)
         with self.lock(thread_id):
             output, parked = self.advance(config, self.begin(input, config, kwargs), kwargs)
         while parked:
             for request in [request for waiting in parked for request in waiting.open]:
-                self.client.wait(request["requestId"], None if ends is None else max(ends - self.now(), 0))
+                self.client.wait(request["requestId"], None if ends is None else max(ends - time.monotonic(), 0))
             with self.lock(thread_id):
                 output, parked = self.advance(config, output, kwargs)
-        return output
+        return self.graph.get_state(config).values if output is NOT_RUN else output  # NOT_RUN: a callback ran it
 
     def start(self, input: Any, config: RunnableConfig, **kwargs: Any) -> Progress:
         """Run the thread until it ends or parks, open the requests it parks on, and return without waiting (for
@@ -304,12 +306,8 @@ class HitlGraphRunner:
         return self.client.request_approval(**fields, **common)
 
     def lock(self, thread_id: str) -> threading.Lock:
-        with self.locks_lock:
-            return self.locks.setdefault(thread_id, threading.Lock())
-
-    @staticmethod
-    def now() -> float:
-        return time.monotonic()
+        """The lock a thread is advanced under (one of LOCKS: threads that share one take turns)."""
+        return self.locks[int(hashlib.sha256(thread_id.encode()).hexdigest(), 16) % LOCKS]
 
 
 NOT_RUN: Any = object()

@@ -29,7 +29,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 
 from gateway.client import Answer, CallbackRefused, Expired, HitlClient
-from gateway.langgraph import Approval, HitlGraphRunner, Progress, UnsupportedInterrupt, ask_people
+from gateway.langgraph import Approval, HitlGraphRunner, Progress, UnsupportedInterrupt, ask_people, decision
 from tests.conftest import KEYS, ROOT, Stack, WorkerProcess, make_stack, worker_env
 from tests.support.live_server import live_server
 from tests.support.services import conninfo
@@ -177,6 +177,32 @@ def test_a_rerun_finds_the_request_it_opened_and_never_asks_twice(gateway: tuple
     assert (output["plan"], output["refunded"], output["asked"]) == ("Basic", True, ["plan", "refund"])
     question, approval = requests_of(stack)
     assert question["requestId"] == asked["requestId"] and approval["kind"] == "tool-approval"
+
+
+def test_a_question_nobody_answered_raises_expired_in_its_node(gateway: tuple[Stack, HitlClient],
+                                                              saver: PostgresSaver) -> None:
+    _, hitl = gateway
+
+    def pick_plan_or_stay(state: Upgrade) -> Upgrade:
+        try:
+            picked = ask_people("Which plan?", options=["Basic", "Pro"])
+        except Expired as expired:
+            return {"plan": f"unchanged ({expired.request['outcome']})"}
+        return {"plan": str(picked)}
+
+    graph = StateGraph(Upgrade)
+    graph.add_node("pick_plan", pick_plan_or_stay)
+    graph.add_edge(START, "pick_plan")
+    runner, config = HitlGraphRunner(graph.compile(checkpointer=saver), hitl), thread()
+    [asked] = runner.start({"customer": "c_4"}, config).waiting
+    hitl.cancel(asked["requestId"])
+
+    assert runner.invoke(None, config, timeout=10)["plan"] == "unchanged (cancelled)"
+
+
+def test_a_tool_call_nobody_approved_is_rejected_telling_the_model_why() -> None:
+    assert decision({"outcome": "expired"}) == {"type": "reject", "message": "nobody approved it (the request expired)"}
+    assert decision({"outcome": "denied", "response": {"optionId": "deny"}}) == {"type": "reject"}
 
 
 # -- callbacks -------------------------------------------------------------------------------------------------
