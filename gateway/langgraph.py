@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
@@ -59,6 +59,18 @@ class Approval:
     note: str | None
     responder: dict[str, Any] | None
     request: dict[str, Any]
+
+
+@overload
+def ask_people(prompt: str, options: list[str | dict[str, Any]] | None = None, to: dict[str, Any] | None = None,
+               approvers: list[str] | None = None, kind: Literal["question"] = "question", action: None = None,
+               *, allow_freeform: bool = True, expires_in: int | None = None) -> Answer: ...
+
+
+@overload
+def ask_people(prompt: str, options: None = None, to: dict[str, Any] | None = None,
+               approvers: list[str] | None = None, *, kind: Literal["tool-approval"], action: dict[str, Any],
+               expires_in: int | None = None) -> Approval: ...
 
 
 def ask_people(prompt: str, options: list[str | dict[str, Any]] | None = None, to: dict[str, Any] | None = None,

@@ -28,8 +28,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 
-from gateway.client import Answer, CallbackRefused, Expired, HitlClient
-from gateway.langgraph import Approval, HitlGraphRunner, Progress, UnsupportedInterrupt, ask_people, decision
+from examples.agents_anywhere import langgraph_agent
+from gateway.client import CallbackRefused, Expired, HitlClient
+from gateway.langgraph import HitlGraphRunner, Progress, UnsupportedInterrupt, ask_people, decision
 from tests.conftest import KEYS, ROOT, Stack, WorkerProcess, make_stack, worker_env
 from tests.support.live_server import live_server
 from tests.support.services import conninfo
@@ -122,14 +123,12 @@ class Upgrade(TypedDict, total=False):
 
 def pick_plan(state: Upgrade) -> Upgrade:
     picked = ask_people(f"Which plan for {state['customer']}?", options=["Basic", "Pro"])
-    assert isinstance(picked, Answer)
     return {"plan": picked.option_id or str(picked.text), "asked": ["plan"]}
 
 
 def refund(state: Upgrade) -> Upgrade:
     call = {"toolName": "refund_charge", "input": {"customer": state["customer"], "plan": state["plan"]}}
     decided = ask_people("Refund the difference?", kind="tool-approval", action=call)
-    assert isinstance(decided, Approval)
     return {"refunded": decided.approved, "note": decided.note, "asked": ["refund"]}
 
 
@@ -203,6 +202,16 @@ def test_a_question_nobody_answered_raises_expired_in_its_node(gateway: tuple[St
 def test_a_tool_call_nobody_approved_is_rejected_telling_the_model_why() -> None:
     assert decision({"outcome": "expired"}) == {"type": "reject", "message": "nobody approved it (the request expired)"}
     assert decision({"outcome": "denied", "response": {"optionId": "deny"}}) == {"type": "reject"}
+
+
+def test_the_langgraph_example_asks_a_question_then_an_approval(gateway: tuple[Stack, HitlClient],
+                                                               saver: PostgresSaver) -> None:
+    stack, hitl = gateway
+    people(stack, {"optionId": "Pro"}, {"optionId": "deny", "text": "already refunded"})
+
+    told = langgraph_agent.run(hitl, saver, thread()["configurable"]["thread_id"])
+
+    assert told == "plan Pro; refund denied: already refunded"
 
 
 # -- callbacks -------------------------------------------------------------------------------------------------
