@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .edits import approved_with_changes
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
 
@@ -130,7 +131,8 @@ def render_settled(request: InputRequestOut) -> str:
     note = (request.response or {}).get("text")
     labels = {o.id: o.label for o in request.options}
     if request.outcome == "approved":
-        return f"Approved by {who}."
+        changes = (request.response or {}).get("changes")
+        return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
     if request.outcome == "denied":
         return f"Denied by {who}" + (f": {note}" if note else ".")
     if request.outcome == "answered":

@@ -21,13 +21,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from .errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
 from .events import emit_requested
-from .policies import expiry
+from .policies import approvers, expiry
 from .protocol import Principal
 from .queries import get_request
 from .requests import open_request
@@ -38,6 +38,9 @@ from .storage import APPROVE, DENY, new_id, principal_digest
 from .tables import ExternalRequest, InputRequest, RequestApprover
 from .turns import lock_session
 from .webhooks import WebhookRefused, check_url
+
+_APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
+"""Built once (see turns.py)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,13 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
             raise
         request_id = found
     return Opened(get_request(rt, request_id), found is None)
+
+
+def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
+    """An external request's response policy: its approvers, or anyone its place admits; None for an agent's."""
+    if request.turn_id is not None:
+        return None
+    return approvers(frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars()))
 
 
 def check_callback(rt: Runtime, url: str) -> None:

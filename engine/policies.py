@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
+from .edits import input_grant
 from .llm import ChatModel
 from .protocol import InputRequestOut, Principal
 
@@ -43,7 +44,8 @@ class ApprovalContext:
 
     @cached_property
     def approved_keys(self) -> frozenset[str]:
-        """The approval keys approved for the rest of this session (and not waiting on a person again)."""
+        """The approval keys approved for the rest of this session (and not waiting on a person again); an
+        approval a person edited grants `<key>#input:<digest>`, which covers its approved input only."""
         return self.grants()
 
 
@@ -118,10 +120,13 @@ class always(RequestPolicy):  # noqa: N801
 
 
 class once(RequestPolicy):  # noqa: N801
-    """The first call waits for a person; after an explicit approve, calls with the same key run."""
+    """The first call waits for a person; after an explicit approve, calls with the same key run (after an
+    approve with an edited input, calls with exactly that input)."""
 
     def __call__(self, ctx: ApprovalContext) -> Any:
-        return "approved" if ctx.approval_key in ctx.approved_keys else "user-approval"
+        keys = ctx.approved_keys
+        granted = ctx.approval_key in keys or input_grant(ctx.approval_key, ctx.tool_input) in keys
+        return "approved" if granted else "user-approval"
 
 
 REVIEW_INSTRUCTIONS = (
@@ -163,11 +168,13 @@ class auto(RequestPolicy):  # noqa: N801
 
 @dataclass(frozen=True)
 class ResponseInfo:
-    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option) and text."""
+    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option), text,
+    and the input an approve edited (None: approved as proposed)."""
 
     responder: Principal
     option_id: str | None
     text: str | None
+    input: dict[str, Any] | None = None
 
     @property
     def decision(self) -> str | None:
@@ -231,9 +238,17 @@ class approvers:  # noqa: N801 - a response policy, read as a word like the requ
         return {"status": "rejected", "reason": f"this request is answered on {where}"}
 
 
+def judged_at_once(policy: ResponsePolicy) -> bool:
+    """The default policy and `approvers` only compare principals: they are judged in the transaction that stores
+    their candidates. Any other policy may take its time, so it runs outside any transaction."""
+    return policy is requester_only or isinstance(policy, approvers)
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?)."""
+    """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?).
+    `editable`: the person may approve the call with another input, which must fit the tool's."""
 
     request: Callable[[ApprovalContext], Any] = field(default_factory=always)
     response: ResponsePolicy | None = None
+    editable: bool = False

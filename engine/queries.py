@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
 from .access import request_seen, requests_seen_by, session_seen, sessions_seen_by
+from .edits import read_stored
 from .errors import InvalidQuery, NotFound
 from .events import events_wire
 from .protocol import Principal
@@ -130,8 +131,9 @@ def first_message(session_id: Any) -> ScalarSelect[str]:
 
 
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
-    return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": c.text,
-            "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
+    text, edited = read_stored(c.decision, c.text)
+    return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": text,
+            "input": edited, "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
 
 
 def call_wire(c: ToolCall) -> dict[str, Any]:

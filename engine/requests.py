@@ -63,16 +63,20 @@ def opened_in(db: DbSession, turn_id: str) -> bool:
 def open_approval(
     db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
     now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
+    input_schema: dict[str, Any] | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text. The call's new
-    state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
+    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text; editable when
+    given the schema of the input it may be approved with. The call's new state is set first: a call proposed
+    in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
     call.updated_at = now
+    action: dict[str, Any] = {"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input}
+    if input_schema is not None:
+        action |= {"editable": True, "inputSchema": input_schema}
     return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
-        prompt=prompt or f"Approve {title}?",
-        action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
+        prompt=prompt or f"Approve {title}?", action=action,
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
     )
@@ -124,13 +128,19 @@ def as_opened(request: InputRequest) -> dict[str, Any]:
 def request_out(request: InputRequest) -> InputRequestOut:
     return InputRequestOut(
         request_id=request.request_id, session_id=request.session_id, turn_id=request.turn_id,
-        kind=request.kind, prompt=request.prompt, action=request.action, options=request.options,
+        kind=request.kind, prompt=request.prompt, action=request.action, editable=editable(request),
+        options=request.options,
         allow_freeform=request.allow_freeform, display=request.display,
         requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
         expires_at=request.expires_at, status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
         resolved_at=request.resolved_at,
     )
+
+
+def editable(request: InputRequest) -> bool:
+    """Whether the request may be approved with another input (its action says so)."""
+    return bool((request.action or {}).get("editable"))
 
 
 SHOWN_ORDER = (case((InputRequest.kind == "session-limit", 0), else_=1), InputRequest.seq)

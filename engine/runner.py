@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session as DbSession
 from .agent import Approval, Park, Tool, ToolContext
 from .db import lost_connection, write_row
 from .decisions import decide, record_verdict, recover, review
+from .edits import input_hash
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
@@ -30,7 +31,7 @@ from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
 from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
-from .tools import DONE, finish_call, input_hash, reject_unusable
+from .tools import DONE, approval_note, finish_call, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
@@ -210,7 +211,7 @@ class Driver:
             write_row(db, call, status="awaiting_input", updated_at=self.rt.now())
         else:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
-                        done.error)
+                        done.error, note=approval_note(db, self.agent.tools[call.tool], call))
 
     def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's
@@ -276,7 +277,8 @@ class Driver:
             tool = self.agent.tools[call.tool]
             expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
             opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
-                                        requested_by=turn.requested_by, now=now, expires_at=expires_at))
+                                        requested_by=turn.requested_by, now=now, expires_at=expires_at,
+                                        input_schema=tool.edit_schema))
         self.announce(db, turn, opened)
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:

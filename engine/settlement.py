@@ -10,6 +10,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from .callbacks import owe_callback
 from .db import changed, write_row
+from .edits import input_grant, input_hash
 from .events import emit
 from .protocol import Principal
 from .runtime import Runtime
@@ -63,14 +64,19 @@ def close_request(
 
 
 def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
-    """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note."""
+    """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note.
+    An approve with an edited input gives the call that input (and its hash: rule 10), and grants that input
+    only."""
     call = db.get_one(ToolCall, request.call_id)
     if request.outcome == "approved" and responder is not None:
-        write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now())
+        edited = (request.response or {}).get("input")
+        new_input = {"input": edited, "input_hash": input_hash(edited)} if edited is not None else {}
+        write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now(), **new_input)
         tool = rt.agent.tools.get(call.tool)
         if tool is not None:
+            key = tool.approval_key if edited is None else input_grant(tool.approval_key, edited)
             db.connection().execute(_INSERT_GRANT, {
-                "session_id": request.session_id, "approval_key": tool.approval_key, "granted_by": responder.wire(),
+                "session_id": request.session_id, "approval_key": key, "granted_by": responder.wire(),
                 "request_id": request.request_id, "created_at": rt.now()})
         return
     if request.outcome == "denied" and responder is not None:

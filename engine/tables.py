@@ -256,7 +256,7 @@ class ResponseCandidate(Base):
     responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
     responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
-    text: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str | None] = mapped_column(Text)  # a note; an approve's edited input, as JSON (engine/edits.py)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

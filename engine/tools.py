@@ -1,57 +1,50 @@
-"""ToolCall bookkeeping shared by the runner and by settlement: results, rejections, the input hash."""
+"""ToolCall bookkeeping shared by the runner and by settlement: results and rejections."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session as DbSession
 
-from .agent import Agent
+from .agent import Agent, Tool
 from .db import write_row
+from .edits import approved_with_changes
 from .events import add_message, emit
+from .protocol import Principal
 from .runtime import Runtime
-from .tables import ToolCall
+from .tables import InputRequest, ToolCall
 
 DONE = ("completed", "failed", "not_run")
 
 
-def input_hash(data: dict[str, Any]) -> str:
-    """The digest of a call's input as the database gives it back: PostgreSQL's JSONB keeps numbers as
-    numerics, so a float Python writes with a positive exponent (`1e+16`) reads back as an integer and a
-    negative zero as zero; each is hashed as it reads back (the input itself is kept as the model sent it)."""
-    return hashlib.sha256(json.dumps(_as_read_back(data), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _as_read_back(value: Any) -> Any:
-    if isinstance(value, float):
-        if value == 0:
-            return 0.0
-        text = repr(value)
-        return int(Decimal(text)) if "e+" in text else value
-    if isinstance(value, dict):
-        return {key: _as_read_back(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_read_back(item) for item in value]
-    return value
-
-
 def finish_call(
     rt: Runtime, db: DbSession, call: ToolCall, session_id: str, status: str, output: Any,
-    error: dict[str, Any] | None, *, call_status: str | None = None,
+    error: dict[str, Any] | None, *, call_status: str | None = None, note: str | None = None,
 ) -> None:
     """Record a call's result: its status, an action.result event, and the tool message the model reads.
-    `call_status`: the call's own status where it is not its result's (a call that did not run)."""
+    `call_status`: the call's own status where it is not its result's (a call that did not run). `note`: what
+    the model reads beside the result of a call a person approved with changes (`{"approval": note, "output":
+    ...}`, or `"error"`)."""
     write_row(db, call, status=call_status or status, result={"status": status, "output": output, "error": error},
               updated_at=rt.now())
     data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
     if error:
         data["error"] = error
     emit(db, session_id, "action.result", data, turn_id=call.turn_id, at=rt.now())
-    content = json.dumps({"error": error} if error else output)
+    said: dict[str, Any] = {"error": error} if error else {"output": output}
+    content = json.dumps({"approval": note, **said} if note else (said if error else output))
     add_message(db, session_id, call.turn_id, "tool", content=content, tool_call_id=call.call_id)
+
+
+def approval_note(db: DbSession, tool: Tool, call: ToolCall) -> str | None:
+    """What the model reads beside the result of a call a person approved with changes (the approval is read
+    for an editable tool's calls only)."""
+    if not (tool.editable and call.approval_request_id and call.responder):
+        return None
+    request = db.get(InputRequest, call.approval_request_id)
+    summary = (request.response or {}).get("changes") if request is not None else None
+    return approved_with_changes(Principal.model_validate(call.responder).display_name, summary) if summary else None
 
 
 def reject_call(

@@ -218,7 +218,7 @@ def answer_request(request_id: str) -> tuple[Response, int]:
     caller = current_caller()
     answer = ResponseBody.model_validate(body(), by_alias=True, by_name=False)
     require_seen(runtime(), caller.seen_by, request_id=request_id)
-    response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text)
+    response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text, input=answer.input)
     [result] = submit_responses(runtime(), caller.principal, [response])
     if result.status == "settled":
         return jsonify(result.request.wire()), 200

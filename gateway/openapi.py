@@ -64,9 +64,11 @@ ERRORS = {
          "the gateway, or (new request) its idempotency key was used with another body",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
-    422: "An option the request does not have, text where none is accepted, a blank message, (new session or "
-         "request) a channel that is not configured or an address it cannot use, or (new request) a field that does "
-         "not fit, named in `details`",
+    422: "An option the request does not have, text where none is accepted, a blank message, an edited `input` that "
+         "does not fit the request's `action.inputSchema` (`details.fields` names each field), an `input` for a "
+         "request that is not editable or with another option than approve, (new session or request) a channel that "
+         "is not configured or an address it cannot use, or (new request) a field that does not fit, named in "
+         "`details`",
 }
 AUTH = (400, 401, 403)
 

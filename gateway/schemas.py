@@ -261,6 +261,7 @@ class ResponseCandidate(WireModel):
     responder: Principal
     decision: str | None
     text: str | None
+    input: dict[str, Any] | None = Field(description="the input an approve edited (null: approved as proposed)")
     outcome: str = Field(description="pending, allowed, rejected, failed, timed-out or stale")
     reason: str | None
     created_at: datetime

@@ -118,9 +118,9 @@ class Stack:
         return list_requests(self.rt, status="pending", session_id=session_id)["requests"]
 
     def answer(self, request_id: str, option_id: str | None = None, text: str | None = None,
-               who: str = "alice", settle: bool = True) -> ResponseResult:
-        [result] = submit_responses(self.rt, api_key_principal(who),
-                                    [InputResponse(request_id=request_id, option_id=option_id, text=text)])
+               who: str = "alice", settle: bool = True, edited: dict[str, Any] | None = None) -> ResponseResult:
+        response = InputResponse(request_id=request_id, option_id=option_id, text=text, input=edited)
+        [result] = submit_responses(self.rt, api_key_principal(who), [response])
         if settle:
             self.settle()
         return result

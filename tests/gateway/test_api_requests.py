@@ -28,13 +28,26 @@ QUESTION = {"kind": "question", "prompt": "Which plan?", "allowFreeform": False,
             "options": [{"id": "basic", "label": "Basic"}, {"id": "pro", "label": "Pro", "description": "more"}]}
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[Stack]:
+def api_stack(tmp_path: Path) -> Stack:
     """Callbacks signed with SECRET and allowed to hooks.test and 127.0.0.1; a `fake` channel whose places are
     `{room}`."""
     stack = Stack("sqlite", sqlite_settings(tmp_path, callback_secret=SECRET,
                                             callback_allowed_hosts="hooks.test,127.0.0.1,169.254.169.254"))
     stack.rt.channels["fake"] = RecordingChannel()
+    return stack
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Stack]:
+    stack = api_stack(tmp_path)
+    yield stack
+    stack.close()
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for every body that is refused: each test checks it stays empty."""
+    stack = api_stack(tmp_path_factory.mktemp("refusing"))
     yield stack
     stack.close()
 
@@ -134,9 +147,9 @@ def test_bob_as_an_operator_settles_what_he_is_not_named_for(api: Stack) -> None
                  id="callback-to-cloud-metadata"),
     pytest.param({"surprise": 1}, "surprise", id="unknown-key"),
 ])
-def test_a_body_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothing(api: Stack, change: dict[str, Any],
-                                                                              field: str) -> None:
-    client = api.client("bot:agent")
+def test_a_body_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothing(
+        refusing: Stack, change: dict[str, Any], field: str) -> None:
+    client = refusing.client("bot:agent")
     body = {key: value for key, value in {**APPROVAL, **change}.items() if value is not None}
 
     error = expect_error(client.post("/api/requests", json=body), 422, error_code(change, field))
@@ -144,7 +157,7 @@ def test_a_body_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothing(a
     named = [d["field"] for d in error["details"]] if isinstance(error["details"], list) else [
         error["details"]["field"]]
     assert field in named, error
-    nothing_stored(api)
+    nothing_stored(refusing)
 
 
 def error_code(change: dict[str, Any], field: str) -> str:

@@ -106,7 +106,7 @@ def test_answers_arriving_while_database_connections_are_terminated_are_all_appl
         assert [r["outcome"] for r in turn["requests"] if r["requestId"] == request_id] == ["approved"]
         assert turn["status"] == "completed" or [FRESH in p["prompt"] for p in stack.pending(sid)] == [True]
     for fresh in [p for sid in sessions for p in stack.pending(sid)]:
-        submit_responses(stack.rt, operator_principal(), [InputResponse(request_id=fresh["requestId"],
+        submit_responses(stack.rt, operator_principal("ops"), [InputResponse(request_id=fresh["requestId"],
                                                                          option_id="approve")])
     stack.settle()
     for sid in sessions:

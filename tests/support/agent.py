@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from engine import (
     Agent,
@@ -147,6 +147,21 @@ def deploy(ctx: ToolContext, env: str) -> dict[str, Any]:
     """Deploy (asks once per session)."""
     record("deploy", ctx, env=env)
     return {"deployed": env}
+
+
+@tool(approval=ApprovalPolicy(request=always(), editable=True))
+def adjustable_refund(ctx: ToolContext, charge_id: str, amount: float, currency: Literal["usd", "eur"] = "usd",
+                      notify: bool = False, tags: list[str] | None = None) -> dict[str, Any]:
+    """A refund the approver may edit before approving (always asks)."""
+    record("adjustable_refund", ctx, charge_id=charge_id, amount=amount, currency=currency, notify=notify, tags=tags)
+    return {"refunded": amount, "currency": currency}
+
+
+@tool(approval=once(), editable=True)
+def set_limit(ctx: ToolContext, account: str, limit: int) -> dict[str, Any]:
+    """A limit change asked once per session, editable."""
+    record("set_limit", ctx, account=account, limit=limit)
+    return {"limit": limit}
 
 
 def review(messages: list[dict[str, Any]]) -> ModelReply:
@@ -312,8 +327,8 @@ agent = Agent(
     name="test-agent",
     instructions="You are the test agent.",
     model=ScriptedModel(play),
-    tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, audited_refund, wire_transfer, slow_refund,
-           slow_sync, fragile, broken, average, survey, ask_then_fail, pick,
+    tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
+           wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

@@ -15,7 +15,8 @@ function runItem(run) {
 }
 
 function candidateItem(candidate) {
-  const said = [candidate.decision, candidate.text ? `“${candidate.text}”` : ""].filter(Boolean).join(" ");
+  const edited = candidate.input ? `with ${JSON.stringify(candidate.input)}` : "";
+  const said = [candidate.decision, candidate.text ? `“${candidate.text}”` : "", edited].filter(Boolean).join(" ");
   return h("li", {}, `${principalName(candidate.responder)}: ${said || "answer"} → ${candidate.outcome}`,
     candidate.reason ? ` (${candidate.reason})` : "");
 }
