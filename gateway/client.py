@@ -10,6 +10,8 @@
     @hitl.require_approval(to={"channel": "slack", "address": {"channel": "C0123"}}, timeout=3600)
     def refund_charge(charge_id: str, amount: float) -> dict: ...
 
+    payload = verify_callback(raw_body, headers)                  # a callback, once its signature is checked
+
 It imports only the standard library and `requests`, so an agent's process needs nothing else of the gateway.
 """
 
