@@ -32,7 +32,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt, interrupt
 
-from .client import Answer, Expired, HitlClient, as_option, verify_callback
+from gateway.client import Answer, Expired, HitlClient, as_option, verify_callback
 
 __all__ = ["Approval", "HitlGraphRunner", "Progress", "UnsupportedInterrupt", "ask_people"]
 
