@@ -16,7 +16,8 @@ the thread with `Command(resume=...)` once they close. It understands the interr
 `HumanInTheLoopMiddleware` too (batched `action_requests` and per-call `tool_approval`): each action is a
 tool-approval request, and its outcome a decision (`approve`, or `reject` with the person's note).
 
-It imports only the standard library, `requests`, gateway.client and LangGraph.
+It imports only the standard library, `requests`, gateway.client and LangGraph (with langchain_core's
+RunnableConfig, which LangGraph brings).
 """
 
 from __future__ import annotations
@@ -249,12 +250,12 @@ class HitlGraphRunner:
     def start(self, input: Any, config: RunnableConfig, **kwargs: Any) -> Progress:
         """Run the thread until it ends or parks, open the requests it parks on, and return without waiting (for
         a runner with a `callback_url`: `resume_from_callback` goes on). A parked thread is picked up as by
-        `invoke`."""
+        `invoke` (`resumed`: its requests had all closed meanwhile, and it went on)."""
         thread_id = thread_of(config)
         with self.lock(thread_id):
             before = self.begin(input, config, kwargs)
-            _, parked = self.advance(config, before, kwargs)
-        return Progress(thread_id, [r for waiting in parked for r in waiting.open], resumed=False)
+            output, parked = self.advance(config, before, kwargs)
+        return Progress(thread_id, [r for waiting in parked for r in waiting.open], resumed=output is not before)
 
     def resume_from_callback(self, body: bytes | str, headers: Mapping[str, str],
                              config: RunnableConfig | None = None, **kwargs: Any) -> Progress | None:

@@ -141,11 +141,14 @@ def test_a_question_nobody_answered_raises_expired_in_its_node(gateway: tuple[St
     graph = StateGraph(langgraph_agent.Ticket)
     graph.add_node("pick_plan", pick_plan_or_stay)
     graph.add_edge(START, "pick_plan")
-    runner, config = HitlGraphRunner(graph.compile(checkpointer=saver), hitl), thread()
+    compiled, config = graph.compile(checkpointer=saver), thread()
+    runner = HitlGraphRunner(compiled, hitl)
     [asked] = runner.start({"customer": "c_4"}, config).waiting
     hitl.cancel(asked["requestId"])
 
-    assert runner.invoke(None, config, timeout=10)["plan"] == "unchanged (cancelled)"
+    picked_up = runner.start(None, config)  # its request closed meanwhile: it goes on
+    assert (picked_up.resumed, picked_up.done) == (True, True)
+    assert compiled.get_state(config).values["plan"] == "unchanged (cancelled)"
 
 
 def test_a_tool_call_nobody_approved_is_rejected_telling_the_model_why() -> None:
