@@ -1,7 +1,7 @@
 """The examples' offline model: each message asks for one tool call, then the model says how it went.
 
 It reads the transcript in OpenAI chat format as every model does (docs/writing-agents.md), so an example runs
-without an API key; examples/openai_compatible shows the same tools on a real model.
+without an API key; examples/openai_compatible and examples/anthropic_model show the same tools on real models.
 """
 
 from __future__ import annotations

@@ -1,20 +1,24 @@
 """Every agent in examples/ through a real turn on the embedded stack (SQLite, in-process jobs): it parks on its
 approval, people answer, and it resumes to its end, so no example rots. An example on a real model gets a
-ScriptedModel swapped in."""
+ScriptedModel swapped in, or, on Anthropic's Messages API, recorded replies served by `responses`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import responses
 
+import examples.anthropic_model
 import examples.openai_compatible
-from engine import OpenAIChatModel, ScriptedModel
+from engine import AnthropicModel, OpenAIChatModel, ScriptedModel
 from gateway.demo import script
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, Stack
+from tests.engine.test_llm_anthropic import recorded_reply
 from tests.github.conftest import github_in_process
 from tests.github.support import ALICE, BOT, DAVE
 
@@ -55,6 +59,30 @@ def test_the_openai_compatible_agent_refunds_once_approved(tmp_path: Path, monke
     monkeypatch.setattr(agent, "model", ScriptedModel(script))  # offline: the demo's script plays the model
     with example(tmp_path, "examples.openai_compatible:agent") as stack:
         refund_through_approval(stack)
+
+
+def test_the_anthropic_agent_refunds_once_approved(tmp_path: Path) -> None:
+    model = examples.anthropic_model.agent.model
+    assert isinstance(model, AnthropicModel)  # the real Messages API client runs, against recorded replies
+    lookup = recorded_reply("lookup_tool_use.json")
+    lookup["content"][0].update(name="lookup_charge", input={"charge_id": "ch_1001"})
+    refund = recorded_reply("refund_text_and_tool_use.json")
+    refund["content"][0]["text"] = "ch_1001 is Ada Lovelace's annual plan (42.00 USD): refunding 20.00 once approved."
+    refund["content"][1].update(name="refund_charge", input={"charge_id": "ch_1001", "amount": 20})
+    done = recorded_reply("refund_done.json")
+    done["content"][0]["text"] = "Refunded 20.00 on ch_1001 (approved by alice)."
+    with responses.RequestsMock() as claude, example(tmp_path, "examples.anthropic_model:agent") as stack:
+        for reply in (lookup, refund, done):
+            claude.post(f"{model.base_url}/v1/messages", json=reply)
+        refund_through_approval(stack)
+
+        assert len(claude.calls) == 3
+        last = json.loads(claude.calls[2].request.body)
+        assert [t["name"] for t in last["tools"]] == ["lookup_charge", "refund_charge", "ask_question"]
+        [result] = last["messages"][-1]["content"]  # Claude reads the refund that alice's approval let run
+        refunded = json.loads(result["content"])
+        assert (result["type"], refunded["chargeId"], refunded["amount"], refunded["approvedBy"]) == (
+            "tool_result", "ch_1001", 20, "alice")
 
 
 def test_a_payout_runs_once_two_different_people_approved(tmp_path: Path) -> None:

@@ -8,21 +8,11 @@ from __future__ import annotations
 
 import os
 
-from engine import Agent, OpenAIChatModel, ask_question
-from gateway.demo import lookup_charge, refund_charge
+from engine import OpenAIChatModel
+from examples.billing import on_model
 
-agent = Agent(
-    name="billing-openai",
-    instructions=(
-        "You are a careful billing assistant. Look a charge up before you refund it, refund no more than was "
-        "charged, and ask the user (ask_question) when their request is ambiguous. A person approves every refund; "
-        "if they deny it, say so and do not try again."
-    ),
-    model=OpenAIChatModel(
-        base_url=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
-        api_key=os.environ.get("OPENAI_API_KEY") or None,
-        model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-    ),
-    tools=[lookup_charge, refund_charge, ask_question(expires_in=3600)],
-    max_steps=10,
-)
+agent = on_model("billing-openai", OpenAIChatModel(
+    base_url=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+    api_key=os.environ.get("OPENAI_API_KEY") or None,
+    model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+))
