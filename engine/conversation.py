@@ -1,7 +1,8 @@
 """What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
 
-* A message that matches the first open request answers it (a session-limit prompt first, else the earliest),
-  unless it is an agent's (engine/access.py: an agent never answers).
+* A message that matches the first open request answers it (a session-limit prompt first, else the earliest; a
+  request escalated to the session after its own: engine/timers.py), unless it is an agent's (engine/access.py:
+  an agent never answers).
 * A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
   open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
@@ -25,12 +26,12 @@ from .errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, Reques
 from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
 from .replies import match_reply
-from .requests import open_in_order
+from .requests import open_in_order, open_shown_in
 from .responses import ResponseResult, submit_responses
 from .runtime import Runtime
 from .sessions import queue_turn
 from .settlement import close_request
-from .tables import InputRequest, ToolCall, Turn
+from .tables import InputRequest, Session, ToolCall, Turn
 from .tools import DONE, reject_call
 from .turns import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
@@ -42,7 +43,8 @@ class Posted:
     """What a message did: `answered` a request, `steered` the turn, `queued` or `started` a turn, or was `noted`."""
 
     effect: Literal["answered", "steered", "queued", "started", "noted"]
-    turn_id: str
+    turn_id: str | None
+    """None when it answered a request escalated to a session with no turn under way."""
     results: list[ResponseResult] = field(default_factory=list)
 
 
@@ -60,28 +62,36 @@ def post_message(
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
         turn = active_turn(db, session_id)
-        if turn is None or not_started(db, turn):
-            new_turn = queue_turn(rt, db, session, principal, text)
-            return Posted("started" if turn is None else "queued", new_turn)
-        turn = lock_turn(db, turn.id)
-        open_requests = open_in_order(db, InputRequest.turn_id == turn.id)
+        started = turn is not None and not not_started(db, turn)
+        turn_id = turn.id if turn is not None and started else None
+        open_requests = open_shown_in(db, session_id, turn_id)  # (the turn's own, if any, and escalated ones)
         answer = typed_answer(open_requests, text, principal)
         if answer is not None and principal is not None:
-            emit_received(db, session_id, turn.id, text, principal.wire(), rt.now())
-        elif open_requests and open_requests[0].kind == "session-limit" and owns(turn, principal):
-            note(rt, db, turn, principal, text)  # read once the person lets the turn continue
-            return Posted("noted", turn.id)
-        elif owns(turn, principal) and (turn_policy == "steer" or holds_approval(open_requests)):
-            steer(rt, db, turn, open_requests, principal, text)
-            return Posted("steered", turn.id)
+            emit_received(db, session_id, turn_id, text, principal.wire(), rt.now())
+        elif turn is None or not started:
+            return Posted("started" if turn is None else "queued", queue_turn(rt, db, session, principal, text))
         else:
-            return Posted("queued", queue_turn(rt, db, session, principal, text))
+            return to_turn(rt, db, session, lock_turn(db, turn.id), open_requests, principal, text, turn_policy)
     assert principal is not None
     try:
-        return Posted("answered", turn.id, submit_responses(rt, principal, [answer]))
+        return Posted("answered", turn_id, submit_responses(rt, principal, [answer]))
     except RequestClosed:  # settled by someone else since the message was read: a late answer (rule 8)
         late_answer(rt, principal, answer)
+        return Posted("noted", turn_id)
+
+
+def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_requests: list[InputRequest],
+            principal: Principal | None, text: str, turn_policy: TurnPolicy) -> Posted:
+    """A message that answers nothing, to a session whose turn has started: a note while its session-limit prompt
+    waits, a steer from the turn's own person (which closes the turn's own requests only), else a queued turn."""
+    own = [r for r in open_requests if r.turn_id == turn.id]
+    if own and own[0].kind == "session-limit" and owns(turn, principal):
+        note(rt, db, turn, principal, text)  # read once the person lets the turn continue
         return Posted("noted", turn.id)
+    if owns(turn, principal) and (turn_policy == "steer" or holds_approval(own)):
+        steer(rt, db, turn, own, principal, text)
+        return Posted("steered", turn.id)
+    return Posted("queued", queue_turn(rt, db, session, principal, text))
 
 
 def not_started(db: DbSession, turn: Turn) -> bool:

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session as DbSession
@@ -25,8 +25,8 @@ from .errors import AlreadyApplied
 from .protocol import InputResponse, Principal
 from .responses import ResponseResult
 from .runtime import Runtime
-from .sessions import open_session
-from .tables import Inbound, InputRequest, Session
+from .sessions import latest_session_at, session_at
+from .tables import Inbound, InputRequest
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +220,11 @@ def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:
 
 
 def session_for_address(rt: Runtime, channel: str, address: str, principal: Principal | None) -> str:
-    """The latest session at a channel address, or a new one there."""
+    """The latest session at a channel address, or a new one there (looked for again where it is opened: an
+    escalation may have opened one meanwhile)."""
     with rt.db.read() as db:
-        found = db.execute(select(Session.id).where(Session.channel == channel, Session.address == address)
-                           .order_by(Session.created_at.desc()).limit(1)).scalar_one_or_none()
+        found = latest_session_at(db, channel, address)
     if found is not None:
         return found
-    return open_session(rt, principal, channel=channel, address=address).session_id
+    with rt.transaction() as db:
+        return session_at(rt, db, channel, address, principal)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
+from .policies import expiry
 from .protocol import InputRequestOut, principal_or_none
+from .schedules import NO_SCHEDULE, ON_TIMEOUT, Schedule
 from .storage import APPROVE, DENY, new_id
-from .tables import InputRequest, ToolCall
+from .tables import InputRequest, RequestPlace, RequestTimer, ToolCall
+
+if TYPE_CHECKING:
+    from .agent import Tool
 
 OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
 """A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
@@ -37,20 +42,38 @@ def open_request(
     expires_at: datetime | None = None,
     call_id: str | None = None,
     position: int = 0,
+    schedule: Schedule = NO_SCHEDULE,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
-    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early."""
+    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. Its
+    `schedule`'s reminders and escalation become timer rows (engine/timers.py), inserted with it."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
         display=display, requested_by=requested_by, status="pending", seq=seq, created_at=now,
-        expires_at=expires_at, call_id=call_id, position=position,
+        expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
     )
     db.add(request)
+    db.add_all(timers(request.request_id, schedule, now))
     db.info.setdefault(OPENED, set()).add(turn_id)
     return request
+
+
+def timers(request_id: str, schedule: Schedule, now: datetime) -> list[RequestTimer]:
+    """The rows that make a request's reminders and escalation fall due (the first reminder `remind_every` after
+    it opens)."""
+    rows = []
+    if schedule.remind_every is not None:
+        rows.append(RequestTimer(request_id=request_id, kind="remind", every=schedule.remind_every,
+                                 max=schedule.remind_max, due_at=now + timedelta(seconds=schedule.remind_every)))
+    if schedule.escalate_after is not None:
+        rows.append(RequestTimer(request_id=request_id, kind="escalate",
+                                 due_at=now + timedelta(seconds=schedule.escalate_after),
+                                 data={"to": [place.wire() for place in schedule.escalate_to],
+                                       "approvers": list(schedule.escalate_approvers)}))
+    return rows
 
 
 def opened_in(db: DbSession, turn_id: str) -> bool:
@@ -59,20 +82,22 @@ def opened_in(db: DbSession, turn_id: str) -> bool:
 
 
 def open_approval(
-    db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
-    now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
+    db: DbSession, call: ToolCall, tool: Tool, *, session_id: str, requested_by: dict[str, Any] | None,
+    now: datetime, prompt: str | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text. The call's new
-    state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
+    """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text, open until
+    the tool's `expires_in`, on the tool's schedule. The call's new state is set first: a call proposed in this
+    transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
     call.updated_at = now
     return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
-        prompt=prompt or f"Approve {title}?",
+        prompt=prompt or f"Approve {tool.title}?",
         action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
-        now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
+        now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
+        schedule=tool.schedule,
     )
 
 
@@ -91,9 +116,10 @@ def request_wire(request: InputRequest) -> dict[str, Any]:
 
 
 def as_opened(request: InputRequest) -> dict[str, Any]:
-    """The request on the wire as it was when it opened: pending, unanswered."""
+    """The request on the wire as it was when it opened: pending, unanswered, neither reminded nor escalated."""
     return request_out(request).model_copy(update={
         "status": "pending", "outcome": None, "response": None, "responder": None, "resolved_at": None,
+        "reminded": 0, "escalated_at": None,
     }).wire()
 
 
@@ -103,10 +129,17 @@ def request_out(request: InputRequest) -> InputRequestOut:
         kind=request.kind, prompt=request.prompt, action=request.action, options=request.options,
         allow_freeform=request.allow_freeform, display=request.display,
         requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
-        expires_at=request.expires_at, status=request.status,
+        expires_at=request.expires_at, on_timeout=on_timeout(request), status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
-        resolved_at=request.resolved_at,
+        resolved_at=request.resolved_at, reminded=request.reminded or 0, escalated_at=request.escalated_at,
     )
+
+
+def on_timeout(request: InputRequest) -> str | None:
+    """What the request's expiry means (None: it does not expire)."""
+    if request.expires_at is None:
+        return None
+    return request.on_timeout or ON_TIMEOUT.get(request.kind, ("deny",))[0]
 
 
 SHOWN_ORDER = (case((InputRequest.kind == "session-limit", 0), else_=1), InputRequest.seq)
@@ -119,3 +152,22 @@ def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputReques
     return list(db.execute(
         select(InputRequest).where(where, InputRequest.status == "pending").order_by(*SHOWN_ORDER)
     ).scalars())
+
+
+def shown_in(session_id: str, turn_id: str | None = None) -> ColumnElement[bool]:
+    """The requests a session shows: its own (those of `turn_id` only, given one) and those escalated to it."""
+    own = InputRequest.turn_id == turn_id if turn_id is not None else InputRequest.session_id == session_id
+    return own | InputRequest.request_id.in_(
+        select(RequestPlace.request_id).where(RequestPlace.session_id == session_id))
+
+
+def open_shown_in(db: DbSession, session_id: str, turn_id: str | None = None) -> list[InputRequest]:
+    """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
+    answer them: a session-limit prompt first, then its own, then those escalated to it, each the earliest first."""
+    return list(db.execute(select(InputRequest).where(shown_in(session_id, turn_id), InputRequest.status == "pending")
+                           .order_by(*escalated_last(session_id))).scalars())
+
+
+def escalated_last(session_id: str) -> tuple[Any, ...]:
+    """SHOWN_ORDER in a session that also shows requests escalated to it: its own before those."""
+    return (SHOWN_ORDER[0], case((InputRequest.session_id == session_id, 0), else_=1), InputRequest.seq)

@@ -25,13 +25,14 @@ from .access import check_answers_requests
 from .decisions import session_info
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
-from .policies import ResponseContext, ResponseInfo, ResponsePolicy, requester_only
+from .policies import ResponseContext, ResponseInfo, ResponsePolicy, escalated, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import option_named, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall
+from .timers import escalated_approvers
 from .turns import lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -72,13 +73,14 @@ class ResponseResult:
 class Checked:
     """A response validated against its request: the option resolved, the text trimmed. `request` is the row
     read in the validating transaction, `call` the tool call it asks about, if any (held here: the session's
-    identity map keeps no row alive)."""
+    identity map keeps no row alive); `escalated_to` the approvers its escalation added (None: not escalated)."""
 
     response: InputResponse
     option_id: str | None
     text: str | None
     request: InputRequest
     call: ToolCall | None
+    escalated_to: frozenset[str] | None = None
 
 
 def submit_responses(
@@ -94,7 +96,7 @@ def submit_responses(
     with rt.transaction() as db:
         checked = [check(db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
-        at_once = len(sessions) == 1 and all(response_policy_for(rt, c) is requester_only for c in checked)
+        at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
             lock_turn(db, checked[0].request.turn_id)  # (with the first request's turn, in one statement)
             if claim is not None and not claim(db):
@@ -121,7 +123,7 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, request, call)
+    return Checked(response, option_id, text, request, call, escalated_approvers(db, request))
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -222,7 +224,7 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         candidate, request, call = row
         info = ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, candidate.text)
         response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text)
-        checked = Checked(response, info.option_id, info.text, request, call)
+        checked = Checked(response, info.option_id, info.text, request, call, escalated_approvers(db, request))
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
@@ -311,9 +313,18 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
 
 
 def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
-    """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default."""
+    """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default;
+    for an escalated request, that policy with the escalation's approvers allowed too (`escalated`)."""
     tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
-    return (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+    policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+    return escalated(policy, checked.escalated_to) if checked.escalated_to else policy
+
+
+def judged_at_once(policy: ResponsePolicy) -> bool:
+    """The default policy only compares principals, and so does an escalation's list of approvers: they are
+    judged in the transaction that stores their candidates. Any other policy may take its time, so it runs
+    outside any transaction."""
+    return policy is requester_only or (isinstance(policy, escalated) and judged_at_once(policy.base))
 
 
 def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:

@@ -23,13 +23,13 @@ from .decisions import decide, record_verdict, recover, review
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
-from .policies import Verdict, expiry
-from .protocol import APP_PRINCIPAL, Principal, principal_or_none
+from .policies import Verdict
+from .protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
 from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
 from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
-from .tools import DONE, finish_call, input_hash, reject_unusable
+from .tools import DONE, approval_note, finish_call, input_hash, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
@@ -190,7 +190,7 @@ class Driver:
             write_row(db, call, status="awaiting_input", updated_at=self.rt.now())
         else:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
-                        done.error)
+                        done.error, note=approval_note(call))
 
     def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's
@@ -253,10 +253,8 @@ class Driver:
         for call in decided:
             if call.step in asking:
                 continue
-            tool = self.agent.tools[call.tool]
-            expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
-            opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
-                                        requested_by=turn.requested_by, now=now, expires_at=expires_at))
+            opened.append(open_approval(db, call, self.agent.tools[call.tool], session_id=turn.session_id,
+                                        requested_by=turn.requested_by, now=now))
         self.announce(db, turn, opened)
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
@@ -307,9 +305,11 @@ class Driver:
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
-        if call.approval_request_id:  # a person approved it (`settle_call` keeps who; an approve has no note)
+        if call.approval_request_id:  # a person approved it, or the app on timeout (`settle_call` keeps who; a
+            # person's approve has no note)
             if call.responder:
-                approval = Approval(call.approval_request_id, Principal.model_validate(call.responder))
+                responder = Principal.model_validate(call.responder)
+                approval = Approval(call.approval_request_id, responder, app_reason(responder))
         elif call.responder:
             approval = Approval("policy", APP_PRINCIPAL, (call.responder.get("attributes") or {}).get("reason"))
         session = db.get_one(Session, turn.session_id)

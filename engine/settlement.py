@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from .db import changed, write_row
 from .events import emit
-from .protocol import Principal
+from .protocol import Principal, app_reason
 from .runtime import Runtime
-from .tables import ApprovalGrant, InputRequest, ToolCall, Turn
+from .tables import ApprovalGrant, InputRequest, RequestPlace, ToolCall, Turn
 from .tools import reject_call
 
 _CLOSE = update(InputRequest).where(InputRequest.request_id == bindparam("request"), InputRequest.status == "pending") \
@@ -20,6 +20,7 @@ _CLOSE = update(InputRequest).where(InputRequest.request_id == bindparam("reques
 """The compare-and-set that closes a request, built once (see turns.py); its values are named after their
 columns."""
 _INSERT_GRANT = insert(cast(Table, ApprovalGrant.__table__))
+_PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
 
 REJECTION_NOTES = {
     "ignored": "Ignored: the person sent a new message instead of answering",
@@ -33,7 +34,8 @@ def close_request(
     responder: Principal | None,
 ) -> InputRequest | None:
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
-    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote."""
+    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every place
+    it escalated to hears it closed too (its prompt there is updated)."""
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
@@ -46,9 +48,13 @@ def close_request(
     if request.kind == "tool-approval" and outcome in ("approved", "denied"):
         emit(db, request.session_id, "approval.settled",
              {"requestId": request_id, "outcome": outcome, "responder": who}, turn_id=request.turn_id, at=rt.now())
-    emit(db, request.session_id, "input.resolved", {"resolutions": [{
+    resolved = {"resolutions": [{
         "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
-    }]}, turn_id=request.turn_id, at=rt.now())
+    }]}
+    emit(db, request.session_id, "input.resolved", resolved, turn_id=request.turn_id, at=rt.now())
+    if request.escalated_at is not None:
+        for place in db.execute(_PLACES, {"request": request_id}).scalars():
+            emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
     if request.kind == "tool-approval":
         settle_call(rt, db, request, responder)
     elif request.kind == "session-limit" and outcome == "answered":
@@ -59,12 +65,13 @@ def close_request(
 
 
 def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
-    """The call behind a settled approval: approved (and a once() grant), or rejected with an attributed note."""
+    """The call behind a settled approval: approved (and a once() grant, unless the app approved it on timeout:
+    a grant takes a person's explicit approve), or rejected with an attributed note."""
     call = db.get_one(ToolCall, request.call_id)
     if request.outcome == "approved" and responder is not None:
         write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now())
         tool = rt.agent.tools.get(call.tool)
-        if tool is not None:
+        if tool is not None and app_reason(responder) is None:
             db.connection().execute(_INSERT_GRANT, {
                 "session_id": request.session_id, "approval_key": tool.approval_key, "granted_by": responder.wire(),
                 "request_id": request.request_id, "created_at": rt.now()})

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session as DbSession
 from .agent import Agent
 from .db import write_row
 from .events import add_message, emit
+from .protocol import app_reason, principal_or_none
 from .runtime import Runtime
 from .tables import ToolCall
 
@@ -40,18 +41,28 @@ def _as_read_back(value: Any) -> Any:
 
 def finish_call(
     rt: Runtime, db: DbSession, call: ToolCall, session_id: str, status: str, output: Any,
-    error: dict[str, Any] | None, *, call_status: str | None = None,
+    error: dict[str, Any] | None, *, call_status: str | None = None, note: str | None = None,
 ) -> None:
     """Record a call's result: its status, an action.result event, and the tool message the model reads.
-    `call_status`: the call's own status where it is not its result's (a call that did not run)."""
+    `call_status`: the call's own status where it is not its result's (a call that did not run). `note`: what
+    the model reads beside the result of a call the app approved for nobody who answered (`{"approval": note,
+    "output": ...}`, or `"error"`; see `approval_note`)."""
     write_row(db, call, status=call_status or status, result={"status": status, "output": output, "error": error},
               updated_at=rt.now())
     data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
     if error:
         data["error"] = error
     emit(db, session_id, "action.result", data, turn_id=call.turn_id, at=rt.now())
-    content = json.dumps({"error": error} if error else output)
+    said: dict[str, Any] = {"error": error} if error else {"output": output}
+    content = json.dumps({"approval": note, **said} if note else (said if error else output))
     add_message(db, session_id, call.turn_id, "tool", content=content, tool_call_id=call.call_id)
+
+
+def approval_note(call: ToolCall) -> str | None:
+    """What the model reads beside the result of a call whose approval nobody gave: "approved on timeout"."""
+    if not call.approval_request_id:
+        return None
+    return app_reason(principal_or_none(call.responder))
 
 
 def reject_call(

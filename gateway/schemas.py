@@ -290,7 +290,8 @@ class ResponseResults(WireModel):
 class MessagePosted(WireModel):
     """What a message did to the session; `results` holds the settlement when it answered a request."""
 
-    turn_id: str
+    turn_id: str | None = Field(description="null when it answered a request escalated to a session with no turn "
+                                            "under way")
     effect: Literal["answered", "steered", "queued", "started", "noted"]
     results: list[ResponseResult]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.channels import ChannelUnavailable, QueuePosition
+from engine.channels import ChannelUnavailable, QueuePosition, Reminder
 from engine.delivery import shown_requests
 from engine.inbound import accept, ignored_item, message_item, responses_item
 from engine.policies import SessionInfo
@@ -31,7 +31,14 @@ from engine.runtime import Runtime
 from .client import CollaboratorRole, GithubClient
 from .errors import GithubError
 from .parse import CommentReply, PingEvent, github_principal, parse_github_event, read_delivery, reply_response
-from .render import render_message, render_prompt, render_refusal, render_settled_prompt, render_turned_away
+from .render import (
+    render_message,
+    render_prompt,
+    render_refusal,
+    render_reminder_comment,
+    render_settled_prompt,
+    render_turned_away,
+)
 from .verify import SIGNATURE_HEADER, verify_github_signature
 
 log = logging.getLogger(__name__)
@@ -120,6 +127,12 @@ class GithubChannel:
     def say(self, session: SessionInfo, text: str) -> str:
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_message(text)))
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
+        """A comment mentioning who asked; a reply to the prompt still answers the prompt (the reminder is no
+        prompt: `replied_to` takes the prompt posted last before a reply)."""
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_reminder_comment(request)))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""
