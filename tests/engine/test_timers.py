@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from engine import ApprovalPolicy, always, ask_question, tool
 from engine.conversation import post_message
@@ -26,6 +26,7 @@ from engine.sessions import open_session
 from engine.tables import ApprovalGrant, RequestTimer, Session
 from tests.conftest import Stack, sqlite_settings, truncate_all
 from tests.engine.test_outbox import Dropped
+from tests.engine.test_retention import plan, statements_of
 from tests.support.agent import SECOND_PHONE, agent, read_ledger, script
 from tests.support.fake_channel import RecordingChannel
 
@@ -76,6 +77,12 @@ def places(tmp_path: Path) -> Iterator[Places]:
     stack.rt.channels.update(fake=room, twilio=phones)
     yield Places(stack, room, phones)
     stack.close()
+
+
+def phone_session(places: Places) -> str:
+    """The session at bob's phone, which the escalation opened."""
+    with places.stack.rt.db.read() as db:
+        return str(db.execute(select(Session.id).where(Session.channel == "twilio")).scalar_one())
 
 
 def of(channel: RecordingChannel, kind: str) -> list[tuple[Any, ...]]:
@@ -138,6 +145,8 @@ def test_an_escalated_request_is_shown_at_its_place_and_its_approver_may_settle_
     assert [call[:3] for call in of(places.room, "refresh")] == [("refresh", request["requestId"], True)]
     [now] = places.stack.pending(sid)
     assert now["escalatedAt"] is not None
+    [shown] = [e["data"] for e in places.stack.events(phone_session(places)) if e["type"] == "input.requested"]
+    assert shown["escalatedFrom"] == sid and [r["requestId"] for r in shown["requests"]] == [request["requestId"]]
 
     [refused] = submit_responses(places.stack.rt, CAROL,
                                  [InputResponse(request_id=request["requestId"], option_id="approve")])
@@ -164,8 +173,7 @@ def test_a_reply_at_the_escalation_place_answers_the_request(places: Places) -> 
     sid, request = places.start("escalated_refund", {"amount": 40})
     places.later(1.1)
     places.sweep()
-    with places.stack.rt.db.read() as db:
-        phone = db.execute(select(Session.id).where(Session.channel == "twilio")).scalar_one()
+    phone = phone_session(places)
 
     posted = post_message(places.stack.rt, phone, BOB, "1")
     places.stack.settle()
@@ -250,5 +258,35 @@ def test_each_reminder_and_escalation_happens_once_however_many_sweep(kind: str,
         types = [e["type"] for e in events_after(rt, opened.session_id)]
         assert types.count("input.reminded") == 2
         assert types.count("input.escalated") == 1
+    finally:
+        database.dispose()
+
+
+def test_the_sweep_finds_due_timers_through_their_index_among_100k_waiting(postgres_url: str) -> None:
+    """100,000 requests wait with a reminder due later: the sweep reads the few due rows from the partial index,
+    never the whole table (EXPLAIN on PostgreSQL)."""
+    truncate_all(postgres_url)
+    database = Database(postgres_url)
+    dropped = Dropped()
+    rt = Runtime(database, agent, dropped)
+    try:
+        open_session(rt, api_key_principal("alice"), message=script([("nudged_refund", {"amount": 1})]))
+        dropped.run(rt, "run_turn")
+        with database.engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO input_requests (request_id, session_id, turn_id, run_id, position, kind, prompt, options, "
+                "allow_freeform, display, status, seq, created_at, reminded) SELECT '\\x00'::bytea || "
+                "convert_to('req-' || g, 'UTF8'), r.session_id, r.turn_id, r.run_id, 0, r.kind, r.prompt, r.options, "
+                "false, r.display, 'pending', 1 + g, now(), 0 FROM input_requests r, generate_series(1, 100000) g"))
+            conn.execute(text(
+                "INSERT INTO request_timers (request_id, kind, due_at, every, max) SELECT request_id, 'remind', "
+                "now() + interval '1 hour' + seq * interval '1 second', 60, 3 FROM input_requests WHERE seq > 1"))
+            conn.execute(text("ANALYZE input_requests"))
+            conn.execute(text("ANALYZE request_timers"))
+        [due] = statements_of(database, lambda: sweep(rt), "FROM request_timers JOIN input_requests")
+
+        read = plan(database, due)
+        assert "Index Scan using ix_request_timers_due_at on request_timers" in read, read
+        assert "Seq Scan" not in read and "Sort" not in read, read
     finally:
         database.dispose()
