@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.twilio.render import render_confirmation, render_reminder_sms, segments
+from engine.protocol import TIMEOUT_PRINCIPAL
 from tests.conftest import WorkerProcess, more_workers
 from tests.support.agent import read_ledger, script, wait_for
 from tests.twilio.support import ALICE, BOB, Sms, _shared, twilio_stack
+from tests.twilio.test_render import request
 
 PROMPT = "Approve nudged refund?\namount=5\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."
 REMINDER = "Reminder: Approve nudged refund? Reply 1 or 2 (or approve / deny)."
@@ -80,3 +83,12 @@ def test_approved_on_timeout_is_texted_as_such_and_the_tool_runs(request: pytest
         confirmation, final = sms.inbox(ALICE)[-2:]
         assert confirmation == "Approve lenient refund? Approved on timeout."
         assert final.startswith("refunded") and '"approval": "approved on timeout"' in final
+
+
+def test_a_reminder_is_one_segment_and_a_timeout_approval_names_no_person() -> None:
+    long = request(prompt="Approve the refund of the order that arrived broken, with the receipt attached? " * 4)
+    text = render_reminder_sms(long)
+    assert text.startswith("Reminder: Approve the refund") and text.endswith("Reply 1 or 2 (or approve / deny).")
+    assert segments(text) == 1
+    timed_out = request(status="resolved", outcome="approved", responder=TIMEOUT_PRINCIPAL.wire())
+    assert render_confirmation(timed_out) == "Approve refund? Approved on timeout."
