@@ -64,12 +64,18 @@ class Fired:
 
 def fire_timers(rt: Runtime, limit: int = BATCH) -> Fired:
     """Fire the timers that fell due (the earliest first); returns how many reminders and escalations this sweep
-    made (another sweep may have made the rest)."""
+    made (another sweep may have made the rest). One that fails (a deadlock with a crossing escalation, say) is
+    logged and stays due for the next sweep: it holds up neither the others nor the rest of the sweep."""
     fired = Fired()
     with rt.db.read() as db:
         due = db.execute(_DUE, {"now": rt.now(), "limit": limit}).all()
     for request_id, kind, session_id in due:
-        if fire(rt, request_id, kind, session_id):
+        try:
+            made = fire(rt, request_id, kind, session_id)
+        except Exception:
+            log.exception("request %s: its %s timer failed; the next sweep tries again", request_id, kind)
+            continue
+        if made:
             if kind == "remind":
                 fired.reminded += 1
             else:

@@ -290,3 +290,21 @@ def test_the_sweep_finds_due_timers_through_their_index_among_100k_waiting(postg
         assert "Seq Scan" not in read and "Sort" not in read, read
     finally:
         database.dispose()
+
+
+def test_a_timer_that_fails_holds_up_no_other_and_fires_at_a_later_sweep(places: Places,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    opened = open_session(places.stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:",
+                          message=script([("escalated_refund", {"amount": 1}), ("nudged_refund", {"amount": 2})]))
+    places.stack.settle()
+    assert len(places.stack.pending(opened.session_id)) == 2
+
+    def down(data: dict[str, Any]) -> str:
+        raise RuntimeError("the phone book is down")
+
+    monkeypatch.setattr(places.phones, "address", down)
+    places.later(1.1)
+    report = places.sweep()
+    assert (report.escalated, report.reminded) == (0, 1)  # (the escalation fell due first)
+    monkeypatch.undo()
+    assert places.sweep().escalated == 1
