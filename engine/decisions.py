@@ -134,6 +134,7 @@ def recover(rt: Runtime, db: DbSession, turn: Turn, calls: list[ToolCall]) -> li
         elif tool.needs_approval:
             opened.append(open_approval(
                 db, call, tool, session_id=turn.session_id, requested_by=turn.requested_by, now=now,
+                channels=rt.channels,
                 prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
             ))
         else:

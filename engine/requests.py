@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -11,12 +12,14 @@ from sqlalchemy.orm import Session as DbSession
 
 from .policies import expiry
 from .protocol import InputRequestOut, principal_or_none
-from .schedules import NO_SCHEDULE, ON_TIMEOUT, Schedule
+from .schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from .storage import APPROVE, DENY, new_id
 from .tables import InputRequest, RequestPlace, RequestTimer, ToolCall
 
 if TYPE_CHECKING:
     from .agent import Tool
+
+log = logging.getLogger(__name__)
 
 OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
 """A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
@@ -43,10 +46,12 @@ def open_request(
     call_id: str | None = None,
     position: int = 0,
     schedule: Schedule = NO_SCHEDULE,
+    channels: Mapping[str, Any] | None = None,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
     no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. Its
-    `schedule`'s reminders and escalation become timer rows (engine/timers.py), inserted with it."""
+    `schedule`'s reminders and escalation become timer rows (engine/timers.py), inserted with it; its escalation
+    places get their session addresses from the configured `channels` now (see `places_at`)."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
@@ -56,12 +61,12 @@ def open_request(
         expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
     )
     db.add(request)
-    db.add_all(timers(request.request_id, schedule, now))
+    db.add_all(timers(request.request_id, schedule, now, channels or {}))
     db.info.setdefault(OPENED, set()).add(turn_id)
     return request
 
 
-def timers(request_id: str, schedule: Schedule, now: datetime) -> list[RequestTimer]:
+def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping[str, Any]) -> list[RequestTimer]:
     """The rows that make a request's reminders and escalation fall due (the first reminder `remind_every` after
     it opens)."""
     rows = []
@@ -71,9 +76,25 @@ def timers(request_id: str, schedule: Schedule, now: datetime) -> list[RequestTi
     if schedule.escalate_after is not None:
         rows.append(RequestTimer(request_id=request_id, kind="escalate",
                                  due_at=now + timedelta(seconds=schedule.escalate_after),
-                                 data={"to": [place.wire() for place in schedule.escalate_to],
+                                 data={"to": places_at(request_id, schedule.escalate_to, channels),
                                        "approvers": list(schedule.escalate_approvers)}))
     return rows
+
+
+def places_at(request_id: str, places: Iterable[Place], channels: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each escalation place as `{channel, address}` with the session address its channel's adapter makes of it.
+    A place whose channel is not configured, or whose address its adapter refuses, is logged and left out (the
+    escalation's approvers still get their right)."""
+    found = []
+    for place in places:
+        adapter = channels.get(place.channel)
+        try:
+            if adapter is None:
+                raise ValueError(f"channel {place.channel!r} is not configured")
+            found.append({"channel": place.channel, "address": adapter.address(dict(place.address))})
+        except ValueError as exc:
+            log.error("request %s will not escalate to %s: %s", request_id, place.wire(), exc)
+    return found
 
 
 def opened_in(db: DbSession, turn_id: str) -> bool:
@@ -83,11 +104,11 @@ def opened_in(db: DbSession, turn_id: str) -> bool:
 
 def open_approval(
     db: DbSession, call: ToolCall, tool: Tool, *, session_id: str, requested_by: dict[str, Any] | None,
-    now: datetime, prompt: str | None = None,
+    now: datetime, channels: Mapping[str, Any], prompt: str | None = None,
 ) -> InputRequest:
     """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text, open until
-    the tool's `expires_in`, on the tool's schedule. The call's new state is set first: a call proposed in this
-    transaction is then inserted with it (one statement)."""
+    the tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new
+    state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
     call.updated_at = now
@@ -97,7 +118,7 @@ def open_approval(
         action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
-        schedule=tool.schedule,
+        schedule=tool.schedule, channels=channels,
     )
 
 

@@ -254,7 +254,7 @@ class Driver:
             if call.step in asking:
                 continue
             opened.append(open_approval(db, call, self.agent.tools[call.tool], session_id=turn.session_id,
-                                        requested_by=turn.requested_by, now=now))
+                                        requested_by=turn.requested_by, now=now, channels=self.rt.channels))
         self.announce(db, turn, opened)
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:

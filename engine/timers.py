@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
@@ -138,25 +137,16 @@ def escalate(rt: Runtime, db: DbSession, request: InputRequest, timer: RequestTi
     return True
 
 
-def places_for(rt: Runtime, db: DbSession, request: InputRequest, places: list[dict[str, Any]]) \
+def places_for(rt: Runtime, db: DbSession, request: InputRequest, places: list[dict[str, str]]) \
         -> list[tuple[dict[str, str], str]]:
-    """Each escalation place (`{channel, address}` as its adapter takes it) as `{channel, address}` with the
-    session address, and the session a message there reaches (opened if none). A place whose channel is not
-    configured here, or whose address its adapter refuses, is logged and left out: the approvers still may settle.
-    A place that is the request's own session is left out: it shows the request already."""
+    """Each escalation place (`{channel, address}`, the session address made when the request opened) with the
+    session a message there reaches (opened if none); a place that is the request's own session is left out: it
+    shows the request already."""
     found: dict[str, tuple[dict[str, str], str]] = {}
     for place in places:
-        adapter = rt.channels.get(place["channel"])
-        try:
-            if adapter is None:
-                raise ValueError(f"channel {place['channel']!r} is not configured")
-            address = adapter.address(dict(place["address"]))
-        except ValueError as exc:
-            log.error("request %s: cannot escalate to %s: %s", request.request_id, place, exc)
-            continue
-        session_id = session_at(rt, db, place["channel"], address, None)
+        session_id = session_at(rt, db, place["channel"], place["address"], None)
         if session_id != request.session_id:
-            found[session_id] = ({"channel": place["channel"], "address": address}, session_id)
+            found[session_id] = (place, session_id)
     return list(found.values())
 
 

@@ -58,6 +58,7 @@ class CallWorkflow:
                 options=choices, allow_freeform=allow_freeform or not choices,
                 display="select" if choices else "text", requested_by=turn.requested_by, now=now,
                 call_id=self.call_id, position=position, expires_at=expiry(expires_in, now), schedule=schedule,
+                channels=self.rt.channels,
             )
             db.flush()
             emit_requested(db, turn.session_id, turn.id, [request], now)

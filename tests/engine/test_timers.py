@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from engine import ApprovalPolicy, always, ask_question, tool
+from engine import ApprovalPolicy, always, ask_question, timers, tool
 from engine.conversation import post_message
 from engine.db import Database
 from engine.errors import ToolDefinitionError
@@ -299,10 +299,10 @@ def test_a_timer_that_fails_holds_up_no_other_and_fires_at_a_later_sweep(places:
     places.stack.settle()
     assert len(places.stack.pending(opened.session_id)) == 2
 
-    def down(data: dict[str, Any]) -> str:
-        raise RuntimeError("the phone book is down")
+    def down(*args: Any) -> str:
+        raise RuntimeError("the database refused the place's session")
 
-    monkeypatch.setattr(places.phones, "address", down)
+    monkeypatch.setattr(timers, "session_at", down)
     places.later(1.1)
     report = places.sweep()
     assert (report.escalated, report.reminded) == (0, 1)  # (the escalation fell due first)
