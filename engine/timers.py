@@ -96,7 +96,7 @@ def fire(rt: Runtime, request_id: str, kind: str, session_id: str) -> bool:
             claim(db, timer, None)
             return False
         if kind == "remind":
-            return remind(rt, db, request, timer, now)
+            return remind(db, request, timer, now)
         return escalate(rt, db, request, timer, now)
 
 
@@ -105,7 +105,7 @@ def claim(db: DbSession, timer: RequestTimer, next_due: datetime | None) -> bool
                                              "next": next_due}) == 1
 
 
-def remind(rt: Runtime, db: DbSession, request: InputRequest, timer: RequestTimer, now: datetime) -> bool:
+def remind(db: DbSession, request: InputRequest, timer: RequestTimer, now: datetime) -> bool:
     count = (request.reminded or 0) + 1
     last = count >= (timer.max or 1)
     if not claim(db, timer, None if last else now + timedelta(seconds=timer.every or 0)):
