@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 from .errors import NotPermitted
 from .protocol import Principal
 from .storage import principal_digest
-from .tables import InputRequest, ResponseCandidate, Session
+from .tables import EscalationApprover, InputRequest, ResponseCandidate, Session
 
 
 def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
@@ -26,9 +26,9 @@ def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
 
 
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
-    """The requests `principal` is asked: those of a session it started, and those it already responded to
-    (a response of its is stored as a candidate, whatever its verdict). The one place to add who else is asked
-    (approvers named on a request)."""
+    """The requests `principal` is asked: those of a session it started, those it already responded to (a
+    response of its is stored as a candidate, whatever its verdict), and those an escalation made it an approver
+    of. The one place to add who else is asked (approvers named on a request)."""
     if principal is None:
         return true()
     digest = principal_digest(principal.wire())
@@ -37,6 +37,7 @@ def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(Session.initiator_digest == digest),
         select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),
+        select(EscalationApprover.request_id).where(EscalationApprover.principal_id == principal.principal_id),
     ))
 
 

@@ -231,6 +231,17 @@ Index("ix_request_timers_due_at", RequestTimer.due_at, postgresql_where=RequestT
       sqlite_where=RequestTimer.due_at.is_not(None))
 
 
+class EscalationApprover(Base):
+    """A principal id an escalated request's escalation added: it may settle the request too (engine/timers.py),
+    and it is asked the request (engine/access.py)."""
+
+    __tablename__ = "escalation_approvers"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    principal_id: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
+
+
 class RequestPlace(Base):
     """A session besides its own where a request is shown (a place it escalated to): that session's channel shows
     it, a reply there answers it, and its prompt there is updated when it closes."""

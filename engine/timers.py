@@ -10,8 +10,8 @@ still due) and doubles none (the claim committed with the events).
 * A reminder: `input.reminded` in the request's session and every place it escalated to; each channel that shows
   the request there reminds (engine/delivery.py). The next one falls due `every` seconds later, up to `max`.
 * An escalation: the request is also shown at its places (the session a message there reaches, opened if none:
-  `request_places`), its approvers may settle it too (`escalated_approvers`, the response policy's path), and
-  `input.escalated` in its own session says so (the audit, and its cards).
+  `request_places`), its approvers may settle it too (`escalation_approvers`: the response policy's path, and they
+  are asked it: engine/access.py), and `input.escalated` in its own session says so (the audit, and its cards).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .db import changed
 from .events import emit
 from .runtime import Runtime
 from .sessions import session_at
-from .tables import InputRequest, RequestPlace, RequestTimer
+from .tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer
 from .turns import lock_session
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,7 @@ _ESCALATED = update(InputRequest).where(InputRequest.request_id == bindparam("re
     .values(escalated_at=bindparam("now"))
 """(The request is pending: every transaction that closes one holds its session, as `fire` does.)"""
 _PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
-_APPROVERS = select(RequestTimer.data).where(RequestTimer.request_id == bindparam("request"),
-                                             RequestTimer.kind == "escalate")
+_APPROVERS = select(EscalationApprover.principal_id).where(EscalationApprover.request_id == bindparam("request"))
 
 
 @dataclass
@@ -126,10 +125,12 @@ def escalate(rt: Runtime, db: DbSession, request: InputRequest, timer: RequestTi
     db.connection().execute(_ESCALATED, {"request": request.request_id, "now": now})
     data = timer.data or {}
     places = places_for(rt, db, request, data.get("to", []))
+    approvers = list(data.get("approvers", []))
     db.add_all(RequestPlace(request_id=request.request_id, session_id=session_id) for _, session_id in places)
+    db.add_all(EscalationApprover(request_id=request.request_id, principal_id=principal_id)
+               for principal_id in approvers)
     emit(db, request.session_id, "input.escalated", {
-        "requestId": request.request_id, "to": [place for place, _ in places],
-        "approvers": list(data.get("approvers", [])),
+        "requestId": request.request_id, "to": [place for place, _ in places], "approvers": approvers,
     }, turn_id=request.turn_id, at=now)
     for _, session_id in places:  # shown there as a request that opened there
         emit(db, session_id, "input.requested", {"requestIds": [request.request_id],
@@ -154,5 +155,4 @@ def escalated_approvers(db: DbSession, request: InputRequest) -> frozenset[str] 
     """The principal ids an escalated request's escalation added as approvers; None when it has not escalated."""
     if request.escalated_at is None:
         return None
-    data = db.execute(_APPROVERS, {"request": request.request_id}).scalar_one_or_none() or {}
-    return frozenset(data.get("approvers", []))
+    return frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())

@@ -140,7 +140,7 @@ def test_an_escalated_request_is_shown_at_its_place_and_its_approver_may_settle_
     [show] = of(places.phones, "show")
     assert show[1] == request["requestId"]
     [escalated] = [e["data"] for e in places.stack.events(sid) if e["type"] == "input.escalated"]
-    assert escalated == {"requestId": request["requestId"], "approvers": [f"twilio:{SECOND_PHONE}"],
+    assert escalated == {"requestId": request["requestId"], "approvers": [f"twilio:{SECOND_PHONE}", "bob"],
                          "to": [{"channel": "twilio", "address": f"twilio:{OURS}:{SECOND_PHONE}"}]}
     assert [call[:3] for call in of(places.room, "refresh")] == [("refresh", request["requestId"], True)]
     [now] = places.stack.pending(sid)
@@ -159,6 +159,22 @@ def test_an_escalated_request_is_shown_at_its_place_and_its_approver_may_settle_
     assert (ran["tool"], ran["responder"]) == ("escalated_refund", f"twilio:{SECOND_PHONE}")
     assert [call[:3] for call in of(places.phones, "settle")] == [("settle", request["requestId"], "approved")]
     assert [call[:3] for call in of(places.room, "settle")] == [("settle", request["requestId"], "approved")]
+
+
+def test_an_escalation_approver_with_an_api_key_is_asked_the_request_from_then_on(places: Places) -> None:
+    sid, request = places.start("escalated_refund", {"amount": 40})
+    bob = places.stack.client("bob")
+    path = f"/api/requests/{request['requestId']}"
+    assert bob.get(path).status_code == 404  # not his yet
+    assert bob.patch(path, json={"optionId": "approve"}).status_code == 404
+    places.later(1.1)
+    places.sweep()
+    assert [r["requestId"] for r in bob.get("/api/requests?status=pending").get_json()["requests"]] == \
+        [request["requestId"]]
+    assert bob.patch(path, json={"optionId": "approve"}).status_code == 200
+    places.stack.settle()
+    assert read_ledger()[0]["responder"] == "bob"
+    assert places.stack.client("carol").get(path).status_code == 404
 
 
 def test_the_first_approver_keeps_the_right_after_an_escalation(places: Places) -> None:

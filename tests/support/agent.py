@@ -331,9 +331,10 @@ def nudged_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
 
 @tool(approval=ApprovalPolicy(request=always(), escalate_after=1,
                               escalate_to={"channel": "twilio", "address": {"to": SECOND_PHONE}},
-                              escalate_approvers=[f"twilio:{SECOND_PHONE}"]))
+                              escalate_approvers=[f"twilio:{SECOND_PHONE}", "bob"]))
 def escalated_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
-    """A refund whose approval, after a second, is also texted to bob, who may then approve it too."""
+    """A refund whose approval, after a second, is also texted to bob, who may then approve it too (by SMS, or
+    with his API key)."""
     record("escalated_refund", ctx, amount=amount)
     return {"refunded": amount}
 

@@ -61,7 +61,7 @@ def test_an_escalation_texts_a_second_phone_whose_owner_then_approves(request: p
         sms.wait()
         assert sms.inbox(BOB) == [prompt]
         [escalated] = [e["data"] for e in sms.stack.events(sms.session_at(ALICE)) if e["type"] == "input.escalated"]
-        assert escalated["approvers"] == [f"twilio:{BOB}"] and escalated["to"][0]["channel"] == "twilio"
+        assert escalated["approvers"] == [f"twilio:{BOB}", "bob"] and escalated["to"][0]["channel"] == "twilio"
 
         sms.text(BOB, "1")
         [ran] = read_ledger()

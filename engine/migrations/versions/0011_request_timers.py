@@ -5,6 +5,8 @@
   index entries however many requests wait);
 * `request_places`: the sessions besides its own where a request is shown (the places it escalated to), indexed
   by session (a delivery there reads them);
+* `escalation_approvers`: the principal ids an escalation added, who may settle the request too and are asked it
+  (indexed by principal id: a key's inbox reads them);
 * `input_requests.on_timeout` (what expiry means when it is not the kind's default: `approve`), `reminded` (how
   many reminders went out) and `escalated_at`.
 
@@ -62,9 +64,21 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("request_id", "session_id", name=op.f("pk_request_places")),
     )
     op.create_index(op.f("ix_request_places_session_id"), "request_places", ["session_id"], unique=False)
+    op.create_table(
+        "escalation_approvers",
+        sa.Column("request_id", REQUEST_ID, nullable=False),
+        sa.Column("principal_id", sa.String(length=200), nullable=False),
+        sa.ForeignKeyConstraint(["request_id"], ["input_requests.request_id"],
+                                name=op.f("fk_escalation_approvers_request_id_input_requests"), ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("request_id", "principal_id", name=op.f("pk_escalation_approvers")),
+    )
+    op.create_index(op.f("ix_escalation_approvers_principal_id"), "escalation_approvers", ["principal_id"],
+                    unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_escalation_approvers_principal_id"), table_name="escalation_approvers")
+    op.drop_table("escalation_approvers")
     op.drop_index(op.f("ix_request_places_session_id"), table_name="request_places")
     op.drop_table("request_places")
     op.drop_index("ix_request_timers_due_at", table_name="request_timers")
