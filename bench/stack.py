@@ -95,7 +95,7 @@ def truncate_engine_tables(target: Target, attempts: int = 5) -> None:
 
 def harness_runtime(target: Target, executor: Executor, channels: dict[str, ChannelAdapter] | None = None) -> Runtime:
     """The bench process's own runtime on the bench database: engine-level calls, as a web process makes them."""
-    return Runtime(Database(target.database_url), load_agent(AGENT), executor, channels=channels)
+    return Runtime(Database(target.database_url), load_agent(AGENT), executor, channels=channels, agent_spec=AGENT)
 
 
 def rq_executor(target: Target) -> RQExecutor:

@@ -11,6 +11,7 @@ from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .edits import GRANT_DIGEST, INPUT_GRANT, problems_of
 from .errors import ToolDefinitionError
 from .llm import ChatModel
 from .policies import ApprovalPolicy, ResponsePolicy, never
@@ -94,6 +95,10 @@ class ToolContext:
         return self.workflow.step(name, fn)
 
 
+MAX_APPROVAL_KEY = 200 - len(INPUT_GRANT) - GRANT_DIGEST
+"""The longest approval key: a grant's key (at most 200 characters stored) may add an input's digest to it."""
+
+
 class Tool:
     """A function the model may call, with its input schema and its approval policy."""
 
@@ -108,6 +113,7 @@ class Tool:
         approval_key: str | None = None,
         idempotent: bool = False,
         response: ResponsePolicy | None = None,
+        editable: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -121,10 +127,17 @@ class Tool:
             self.request_policy: Callable[..., Any] = approval.request
             self.response_policy: ResponsePolicy | None = approval.response or response
             self.schedule = approval.schedule
+            editable = approval.editable or editable
         else:
             self.request_policy = approval if approval is not None else never()
             self.response_policy = response
         self.needs_approval = not isinstance(self.request_policy, never)
+        self.editable = editable
+        """A person may approve a call with another input (which must fit this tool's)."""
+        if editable and not self.needs_approval:
+            raise ToolDefinitionError(f"tool {self.name}: editable=True needs an approval policy (never() asks nobody)")
+        if len(self.approval_key) > MAX_APPROVAL_KEY:
+            raise ToolDefinitionError(f"tool {self.name}: an approval key has at most {MAX_APPROVAL_KEY} characters")
         self.expires_in = getattr(self.request_policy, "expires_in", None)
         """How long its approvals stay open (the request policy's `expires_in`); None: until answered."""
         if self.schedule.on_timeout == "approve" and self.expires_in is None:
@@ -143,13 +156,18 @@ class Tool:
         schema.pop("title", None)
         return schema
 
+    @property
+    def edit_schema(self) -> dict[str, Any] | None:
+        """What an editable approval shows as the input it takes (its `action.inputSchema`); None: not editable."""
+        return self.parameters if self.editable else None
+
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         """Check the model's input against the signature and return the arguments as the hints ask (a
         pydantic model argument arrives as that model, not as a dict); raises ValueError with a readable message."""
         try:
             return dict(self.input_model.model_validate(data))
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in problems_of(exc))
             raise ValueError(f"invalid input for {self.name}: {problems}") from exc
 
     def invoke(self, ctx: ToolContext, data: dict[str, Any]) -> Any:
@@ -183,7 +201,7 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseMode
 
 
 def tool(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Declare a tool: `@tool` or `@tool(approval=always(), idempotent=True, ...)`."""
+    """Declare a tool: `@tool` or `@tool(approval=always(), idempotent=True, editable=True, ...)`."""
     if fn is not None:
         return Tool(fn, **options)
     return lambda f: Tool(f, **options)

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .edits import approved_with_changes
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal, app_reason
 
@@ -161,7 +162,10 @@ def render_settled(request: InputRequestOut) -> str:
     labels = {o.id: o.label for o in request.options}
     if request.outcome == "approved":
         reason = app_reason(request.responder)
-        return f"{reason.capitalize()}." if reason else f"Approved by {who}."
+        if reason:
+            return f"{reason.capitalize()}."
+        changes = (request.response or {}).get("changes")
+        return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
     if request.outcome == "denied":
         return f"Denied by {who}" + (f": {note}" if note else ".")
     if request.outcome == "answered":

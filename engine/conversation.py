@@ -1,8 +1,9 @@
 """What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
 
-* A message that matches the first open request answers it (a session-limit prompt first, else the earliest; a
-  request escalated to the session after its own: engine/timers.py), unless it is an agent's (engine/access.py:
-  an agent never answers).
+* A message that matches the first open request answers it (a session-limit prompt first, else the earliest),
+  an external request's too (engine/external.py: it waits in its place's session with the others) and one
+  escalated to the session (engine/timers.py: after the session's own), unless it is an agent's
+  (engine/access.py: an agent never answers).
 * A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
   open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
@@ -44,7 +45,7 @@ class Posted:
 
     effect: Literal["answered", "steered", "queued", "started", "noted"]
     turn_id: str | None
-    """None when it answered a request escalated to a session with no turn under way."""
+    """None when it answered an external request, or one escalated to the session, and no turn is under way."""
     results: list[ResponseResult] = field(default_factory=list)
 
 
@@ -61,18 +62,17 @@ def post_message(
         session = lock_session(db, session_id)
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
+        open_requests = open_shown_in(db, session_id)  # an external request's too, and those escalated here
+        answer = typed_answer(open_requests, text, principal) if principal is not None else None
         turn = active_turn(db, session_id)
         started = turn is not None and not not_started(db, turn)
         turn_id = turn.id if turn is not None and started else None
-        open_requests = open_shown_in(db, session_id, turn_id)  # (the turn's own, if any, and escalated ones)
-        answer = typed_answer(open_requests, text, principal)
         if answer is not None and principal is not None:
             emit_received(db, session_id, turn_id, text, principal.wire(), rt.now())
         elif turn is None or not started:
             return Posted("started" if turn is None else "queued", queue_turn(rt, db, session, principal, text))
         else:
             return to_turn(rt, db, session, lock_turn(db, turn.id), open_requests, principal, text, turn_policy)
-    assert principal is not None
     try:
         return Posted("answered", turn_id, submit_responses(rt, principal, [answer]))
     except RequestClosed:  # settled by someone else since the message was read: a late answer (rule 8)
@@ -191,8 +191,12 @@ def receive_responses(rt: Runtime, principal: Principal, responses: list[InputRe
 
 
 def late_answer(rt: Runtime, principal: Principal, response: InputResponse) -> None:
+    """An answer to a request already closed becomes a user message of the session's agent saying so; an external
+    request's agent runs elsewhere and hears only the outcome, so there is nobody to tell."""
     with rt.transaction() as db:
         request = db.get_one(InputRequest, response.request_id)
+        if request.turn_id is None:
+            return
         same = principal.wire() == request.responder and (request.response or {}).get("optionId") == response.option_id
         if same:
             return  # a double click

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from sqlalchemy import Executable, Table, Update, bindparam, create_engine, event, inspect, update
 from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
@@ -127,13 +127,19 @@ class Database:
         self.engine.dispose()
 
 
+def lost_connection(exc: BaseException) -> bool:
+    """Whether `exc` is a database connection going away (a restart, a failover, a terminated backend), as
+    SQLAlchemy tells it: not the fault of the work that was using it, which a new connection can take up."""
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
 def _ping_when_idle(engine: Engine, idle_seconds: float) -> None:
     """Ping a pooled connection before use only when it sat in the pool `idle_seconds` or more.
 
     `pool_pre_ping` pings on every checkout: one more round trip per transaction, about a tenth of a
     park/resume cycle. A connection handed back moments ago is alive unless the server restarted in
     between; that rare case fails one transaction, SQLAlchemy then recycles every older connection of the
-    pool, and the caller's retry (RQ's, Slack's, the client's) finds fresh ones.
+    pool, and the caller's retry (RQ's, Slack's, the client's; a run hands its turn back) finds fresh ones.
     """
 
     @event.listens_for(engine, "checkin")

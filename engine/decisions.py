@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
+from .edits import granted_key
 from .policies import ApprovalContext, SessionInfo, Verdict, always, call_policy, never, once, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import open_approval
@@ -74,7 +75,7 @@ def judge(rt: Runtime, info: SessionInfo, calls: list[Proposed], read_grants: Ca
         nonlocal visible
         if visible is None:
             visible = read_grants()
-        return frozenset(visible - asked)
+        return frozenset(grant for grant in visible if granted_key(grant) not in asked)
 
     for call_id, name, data in calls:
         tool = rt.agent.tools[name]
@@ -94,6 +95,7 @@ def judge(rt: Runtime, info: SessionInfo, calls: list[Proposed], read_grants: Ca
 
 
 def visible_grants(rt: Runtime, db: DbSession, session_id: str) -> set[str]:
+    """The session's grants, less those of an approval key a call still waits on a person for (rule 2)."""
     granted = set(db.execute(
         select(ApprovalGrant.approval_key).where(ApprovalGrant.session_id == session_id)
     ).scalars())
@@ -104,10 +106,11 @@ def visible_grants(rt: Runtime, db: DbSession, session_id: str) -> set[str]:
             | ((ToolCall.status == "proposed") & ToolCall.verdict.is_not(None)),
         )
     ).scalars()
+    waiting_keys = set()
     for tool_name in waiting:
         tool = rt.agent.tools.get(tool_name)
-        granted.discard(tool.approval_key if tool else tool_name)
-    return granted
+        waiting_keys.add(tool.approval_key if tool else tool_name)
+    return {grant for grant in granted if granted_key(grant) not in waiting_keys}
 
 
 def record_verdict(rt: Runtime, db: DbSession, session_id: str, call: ToolCall, verdict: Verdict) -> None:

@@ -1,5 +1,7 @@
 """Engine constants, flat and boring."""
 
+from datetime import UTC, datetime
+
 LEASE_SECONDS = 30
 """How long a runner owns a turn without renewing its lease."""
 
@@ -8,6 +10,17 @@ SWEEP_OUTBOX_AFTER_SECONDS = 30
 
 SWEEP_QUEUED_TURN_AFTER_SECONDS = 30
 """A queued turn untouched for this long is enqueued again by sweep()."""
+
+HANDED_OVER_AT = datetime(1970, 1, 1, tzinfo=UTC)
+"""The `available_at` of an outbox row handed over by a process that runs no job (the CLI): due before any other,
+it is what the serving process's hand-over poll looks for (and a sweep pushes it as any row due)."""
+
+HAND_OVER_POLL_SECONDS = 1.0
+"""How often the embedded server looks for outbox rows handed over to it (one indexed query that finds none,
+usually)."""
+
+HAND_OVER_WAIT_SECONDS = 5.0
+"""How long the CLI waits for a serving process to take the turn it handed over before it says none did."""
 
 SWEEP_SETTLED_EVERY_SECONDS = 3600.0
 """How often a Sweeper looks for waiting turns whose requests are all closed (and on its first sweep).
@@ -61,3 +74,15 @@ JOB_FAILURE_TTL_SECONDS = 7 * 24 * 3600
 """How long RQ keeps a job that failed all its retries, for an operator to look at."""
 
 APP_PRINCIPAL_ID = "app"
+
+CALLBACK_TIMEOUT_SECONDS = 10.0
+"""How long a callback's receiver may take to answer one attempt."""
+
+CALLBACK_LEASE_SECONDS = 60
+"""An attempt under way for this long is presumed lost (its worker died): sweep() sends the callback again."""
+
+CALLBACK_BACKOFF_SECONDS = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800)
+"""The wait after each failed attempt of a callback (the last one repeats)."""
+
+CALLBACK_RETRY_HOURS = 24
+"""A callback is retried until this long after its request closed, then `failed`."""

@@ -54,5 +54,11 @@ class Conflict(EngineError):
     code = "conflict"
 
 
+class IdempotencyConflict(Conflict):
+    """The requester used this idempotency key before, for a request with another body."""
+
+    code = "idempotency_conflict"
+
+
 class ToolDefinitionError(EngineError):
     code = "tool_definition"

@@ -44,7 +44,8 @@ def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str
     emit(db, session_id, "message.received", {"text": text, "principal": stored}, turn_id=turn_id, at=at)
 
 
-def emit_requested(db: DbSession, session_id: str, turn_id: str, requests: list[InputRequest], at: datetime) -> None:
+def emit_requested(db: DbSession, session_id: str, turn_id: str | None, requests: list[InputRequest],
+                   at: datetime) -> None:
     """`input.requested` for a batch of requests that just opened. It stores only their ids (their rows hold
     the rest): `events_wire` shows each request as it was opened."""
     emit(db, session_id, "input.requested", {"requestIds": [r.request_id for r in requests]}, turn_id=turn_id, at=at)

@@ -1,4 +1,5 @@
-"""Executors: the same jobs run in-process (embedded default) or on RQ workers (REDIS_URL set)."""
+"""Executors: the same jobs run in-process (embedded default) or on RQ workers (REDIS_URL set); the CLI hands
+its jobs over to either."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import update
+
 from . import defaults
 from .jobs import perform
-from .runtime import ExecutorUnavailable, Runtime
+from .runtime import Executor, ExecutorUnavailable, OutboxRow, Runtime
+from .tables import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +96,35 @@ class RQExecutor:
             log.warning("could not read the head of the queue", exc_info=True)
             return None
         return job.enqueued_at if job is not None else None
+
+
+class HandOver:
+    """The executor of a process that runs no job itself (the CLI): a turn runs only in the deployment's own
+    processes, with their agent and environment. A job goes to `queue` (RQ, with REDIS_URL) when there is one;
+    otherwise, or when the queue cannot take it, its outbox row is marked due before any other
+    (`defaults.HANDED_OVER_AT`), for the serving process's hand-over poll or, else, a worker's sweep."""
+
+    def __init__(self, queue: Executor | None = None) -> None:
+        self.queue = queue
+        self.queued: list[OutboxRow] = []
+        """Rows the queue took."""
+        self.left: list[OutboxRow] = []
+        """Rows left in the outbox, marked for the serving process."""
+        self.queue_error: str | None = None
+        """Why the queue refused a job, when it did."""
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        if self.queue is not None:
+            try:
+                self.queue.submit(runtime, job, args, job_id, outbox_id)
+            except ExecutorUnavailable as exc:
+                self.queue_error = str(exc)
+            else:
+                self.queued.append((outbox_id, job, args))
+                return
+        with runtime.db.write() as db:
+            db.execute(update(Outbox).where(Outbox.id == outbox_id).values(available_at=defaults.HANDED_OVER_AT))
+        self.left.append((outbox_id, job, args))
+
+    def waiting_since(self) -> datetime | None:
+        return None  # no job waits here

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from . import delivery, inbound, recovery, runner
+from . import callbacks, delivery, inbound, recovery, runner
 from .runtime import OutboxRow, Runtime, current
 
 log = logging.getLogger(__name__)
@@ -16,6 +16,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "deliver": delivery.deliver,
     "process_inbound": inbound.process_inbound,
     "sweep": recovery.sweep,
+    "send_callback": callbacks.send_callback,
 }
 """Job name -> body taking the runtime first."""
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
+from .edits import input_grant
 from .llm import ChatModel
 from .protocol import InputRequestOut, Principal
 from .schedules import Schedule, Seconds, schedule
@@ -44,7 +45,8 @@ class ApprovalContext:
 
     @cached_property
     def approved_keys(self) -> frozenset[str]:
-        """The approval keys approved for the rest of this session (and not waiting on a person again)."""
+        """The approval keys approved for the rest of this session (and not waiting on a person again); an
+        approval a person edited grants `<key>#input:<digest>`, which covers its approved input only."""
         return self.grants()
 
 
@@ -119,10 +121,13 @@ class always(RequestPolicy):  # noqa: N801
 
 
 class once(RequestPolicy):  # noqa: N801
-    """The first call waits for a person; after an explicit approve, calls with the same key run."""
+    """The first call waits for a person; after an explicit approve, calls with the same key run (after an
+    approve with an edited input, calls with exactly that input)."""
 
     def __call__(self, ctx: ApprovalContext) -> Any:
-        return "approved" if ctx.approval_key in ctx.approved_keys else "user-approval"
+        keys = ctx.approved_keys
+        granted = ctx.approval_key in keys or input_grant(ctx.approval_key, ctx.tool_input) in keys
+        return "approved" if granted else "user-approval"
 
 
 REVIEW_INSTRUCTIONS = (
@@ -164,11 +169,13 @@ class auto(RequestPolicy):  # noqa: N801
 
 @dataclass(frozen=True)
 class ResponseInfo:
-    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option) and text."""
+    """One response as a policy sees it: the chosen option (`approve`, `deny`, a question's option), text,
+    and the input an approve edited (None: approved as proposed)."""
 
     responder: Principal
     option_id: str | None
     text: str | None
+    input: dict[str, Any] | None = None
 
     @property
     def decision(self) -> str | None:
@@ -206,6 +213,41 @@ def requester_only(ctx: ResponseContext) -> dict[str, str]:
     return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
 
 
+class approvers:  # noqa: N801 - a response policy, read as a word like the request policies
+    """A response policy: any one of these principal ids may settle (`slack:T1:U1`, `twilio:+15551230001`,
+    `github:1001`, an API key's `alice`); an operator always may. With none named, anyone the session's place
+    admits may: the people its channel's webhooks verify (a Slack workspace's users, the texted number, GitHub
+    users at the permission floor), or, in the console, the API and the CLI (channel `api`), API keys' holders.
+    An external request with `approvers` is judged by this policy."""
+
+    def __init__(self, principal_ids: frozenset[str] | set[str] | list[str] = frozenset()) -> None:
+        self.principal_ids = frozenset(principal_ids)
+
+    def __call__(self, ctx: ResponseContext) -> dict[str, str]:
+        responder = ctx.response.responder
+        if responder.authenticator == "operator":
+            return {"status": "allowed"}
+        if self.principal_ids:
+            if responder.principal_id in self.principal_ids:
+                return {"status": "allowed"}
+            return {"status": "rejected", "reason": f"only {' or '.join(sorted(self.principal_ids))} may answer this "
+                    "request"}
+        place = ctx.session.channel
+        if responder.authenticator == ("api-key" if place == "api" else place):
+            return {"status": "allowed"}
+        where = "the console or the API" if place == "api" else place
+        return {"status": "rejected", "reason": f"this request is answered on {where}"}
+
+
+def judged_at_once(policy: ResponsePolicy) -> bool:
+    """The default policy and `approvers` only compare principals, and so does an escalation's list of approvers
+    (`escalated`, over one of those): they are judged in the transaction that stores their candidates. Any other
+    policy may take its time, so it runs outside any transaction."""
+    if isinstance(policy, escalated):
+        return judged_at_once(policy.base)
+    return policy is requester_only or isinstance(policy, approvers)
+
+
 @dataclass(frozen=True)
 class escalated:  # noqa: N801 - a response policy, read as a word like the request policies
     """The response policy of an escalated request: the escalation's approvers (principal ids) may settle it too;
@@ -222,14 +264,16 @@ class escalated:  # noqa: N801 - a response policy, read as a word like the requ
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?), and what
-    happens while nobody answers (docs/reminders-and-timeouts.md): reminders every `remind_every` seconds (at
-    most `remind_max`), an escalation after `escalate_after` seconds (shown at `escalate_to` too, and settled by
+    """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?).
+    `editable`: the person may approve the call with another input, which must fit the tool's. What happens while
+    nobody answers (docs/reminders-and-timeouts.md): reminders every `remind_every` seconds (at most
+    `remind_max`), an escalation after `escalate_after` seconds (shown at `escalate_to` too, and settled by
     `escalate_approvers` too), and what expiry (the request policy's `expires_in`) means: `on_timeout` `deny` (the
     default) or `approve`."""
 
     request: Callable[[ApprovalContext], Any] = field(default_factory=always)
     response: ResponsePolicy | None = None
+    editable: bool = False
     remind_every: Seconds | None = None
     remind_max: int | None = None
     escalate_after: Seconds | None = None

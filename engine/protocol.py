@@ -95,7 +95,10 @@ class ToolCallAction(WireModel):
     kind: Literal["tool-call"] = "tool-call"
     call_id: str
     tool_name: str
-    input: dict[str, Any]
+    input: dict[str, Any] = Field(description="the input proposed (an edited approval's response holds the input "
+                                              "approved)")
+    input_schema: dict[str, Any] | None = Field(None, description="an editable request's: the JSON Schema of the "
+                                                                  "input it may be approved with")
 
 
 RequestKind = Literal["tool-approval", "question", "session-limit"]
@@ -104,10 +107,12 @@ RequestKind = Literal["tool-approval", "question", "session-limit"]
 class InputRequestOut(WireModel):
     request_id: str
     session_id: str
-    turn_id: str
+    turn_id: str | None = Field(description="null for an external request (POST /api/requests): no turn waits on it")
     kind: RequestKind
     prompt: str
     action: ToolCallAction | None
+    editable: bool = Field(False, description="it may be approved with another input, which must fit "
+                                              "`action.inputSchema`: `{optionId: \"approve\", input}`")
     options: list[Option]
     allow_freeform: bool
     display: Literal["confirmation", "select", "text"]
@@ -126,12 +131,17 @@ class InputRequestOut(WireModel):
     escalated_at: datetime | None = None
 
 
+EDITED_INPUT = "an editable request's approve only: the whole input the call runs with instead of the proposed one"
+
+
 class InputResponse(StrictWireModel):
-    """One answer to one request: an option, a text, or both (a cancel with a note)."""
+    """One answer to one request: an option, a text, or both (a deny with a note); an approve of an editable
+    request may carry the input approved."""
 
     request_id: str = Field(min_length=1)
     option_id: str | None = None
     text: str | None = None
+    input: dict[str, Any] | None = Field(None, description=EDITED_INPUT)
 
 
 class ResponseBody(StrictWireModel):
@@ -139,3 +149,4 @@ class ResponseBody(StrictWireModel):
 
     option_id: str | None = None
     text: str | None = None
+    input: dict[str, Any] | None = Field(None, description=EDITED_INPUT)

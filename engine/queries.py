@@ -5,6 +5,7 @@ Each reads what `seen_by` sees (engine/access.py): None, the operator's view, is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Row, ScalarSelect, Select, func, literal, select, tuple_
@@ -12,10 +13,11 @@ from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
 from .access import request_seen, requests_seen_by, session_seen, sessions_seen_by
+from .edits import read_stored
 from .errors import InvalidQuery, NotFound
 from .events import events_wire
 from .protocol import Principal
-from .requests import request_wire
+from .requests import external_fields, request_wire
 from .runtime import Runtime
 from .tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
@@ -26,8 +28,9 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
                     limit: int = defaults.HISTORY_TURNS) -> dict[str, Any]:
     """A session's history in one document: its latest `limit` turns, in order, with their runs, requests (with
     candidates), tool calls and messages; with `before` (a turn id: the previous page's `next`), the `limit`
-    turns before that one. `next` is the first turn's id when earlier turns exist, else None. A session
-    `seen_by` does not see is NotFound, as one that does not exist."""
+    turns before that one. `next` is the first turn's id when earlier turns exist, else None. `requests` holds
+    the session's latest `limit` external requests (with candidates), which belong to no turn, on the latest
+    page only. A session `seen_by` does not see is NotFound, as one that does not exist."""
     with rt.db.read() as db:
         session = found_session(db, session_id, seen_by)
         cursor = None if before is None else ("before", "turn of this session", own_turn(db, session_id, before))
@@ -39,10 +42,18 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
         requests = db.execute(
             select(InputRequest).where(InputRequest.turn_id.in_(turn_ids)).order_by(InputRequest.seq)
         ).scalars().all()
+        external = [] if before is not None else db.execute(  # on the latest page, the latest `limit`
+            select(InputRequest).where(InputRequest.session_id == session_id, InputRequest.turn_id.is_(None))
+            .order_by(InputRequest.seq.desc()).limit(limit)).scalars().all()[::-1]
         candidates = db.execute(
-            select(ResponseCandidate).join(InputRequest)
-            .where(InputRequest.turn_id.in_(turn_ids)).order_by(ResponseCandidate.created_at)
+            select(ResponseCandidate).where(ResponseCandidate.request_id.in_(
+                [q.request_id for q in (*requests, *external)])).order_by(ResponseCandidate.created_at)
         ).scalars().all()
+
+        def with_candidates(request: InputRequest) -> dict[str, Any]:
+            return request_wire(request) | {"candidates": [candidate_wire(c) for c in candidates
+                                                           if c.request_id == request.request_id]}
+
         calls = db.execute(
             select(ToolCall).where(ToolCall.turn_id.in_(turn_ids)).order_by(ToolCall.step, ToolCall.position)
         ).scalars().all()
@@ -61,16 +72,13 @@ def session_history(rt: Runtime, session_id: str, seen_by: Principal | None = No
                     "runs": [{"id": r.id, "seq": r.seq, "status": r.status, "startedAt": r.started_at.isoformat(),
                               "endedAt": r.ended_at.isoformat() if r.ended_at else None, "error": r.error}
                              for r in runs if r.turn_id == t.id],
-                    "requests": [
-                        request_wire(q) | {"candidates": [candidate_wire(c) for c in candidates
-                                                          if c.request_id == q.request_id]}
-                        for q in requests if q.turn_id == t.id
-                    ],
+                    "requests": [with_candidates(q) for q in requests if q.turn_id == t.id],
                     "toolCalls": [call_wire(c) for c in calls if c.turn_id == t.id],
                     "messages": [message_wire(m) for m in messages if m.turn_id == t.id],
                 }
                 for t in turns
             ],
+            "requests": [with_candidates(q) for q in external],
             "next": oldest.id if oldest else None,
         }
 
@@ -123,8 +131,9 @@ def first_message(session_id: Any) -> ScalarSelect[str]:
 
 
 def candidate_wire(c: ResponseCandidate) -> dict[str, Any]:
-    return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": c.text,
-            "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
+    text, edited = read_stored(c.decision, c.text)
+    return {"candidateId": c.candidate_id, "responder": c.responder, "decision": c.decision, "text": text,
+            "input": edited, "outcome": c.outcome, "reason": c.reason, "createdAt": c.created_at.isoformat()}
 
 
 def call_wire(c: ToolCall) -> dict[str, Any]:
@@ -189,7 +198,7 @@ def in_session(query: Select[InputRequest]) -> Select[InputRequest, str, str, st
         .join(Session, Session.id == InputRequest.session_id)
 
 
-def inbox_wire(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
+def inbox_wire(row: Sequence[Any]) -> dict[str, Any]:
     request, message, agent, channel = row
     return request_wire(request) | {"title": title_of(message), "agent": agent, "channel": channel}
 
@@ -206,10 +215,21 @@ def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> 
 
 
 def get_request(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> dict[str, Any]:
+    """One request, with its session's title, agent and channel; an external one with its approvers, metadata and
+    callback too (`external_fields`)."""
+    return request_state(rt, request_id, seen_by)[0]
+
+
+def request_state(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> tuple[dict[str, Any], int]:
+    """One request (as `get_request`) and the seq of its session's latest event, read together: a change to the
+    request comes with an event, so a long-poll waits for the seq to move past this one."""
     with rt.db.read() as db:
         must_see(request_seen(db, request_id, seen_by), "input request", "requestId", request_id)
-        row = db.execute(in_session(select(InputRequest)).where(InputRequest.request_id == request_id)).one()
-        return inbox_wire(row)
+        row = db.execute(in_session(select(InputRequest)).add_columns(Session.event_seq)
+                         .where(InputRequest.request_id == request_id)).one()
+        request, seq = row[0], row[-1]
+        shown = inbox_wire(row[:-1])
+        return (shown if request.turn_id is not None else shown | external_fields(db, request)), seq
 
 
 def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000,

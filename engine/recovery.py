@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Self
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session as DbSession
 
 from . import defaults
+from .callbacks import due_callbacks
 from .delivery import stale_sessions
 from .protocol import TIMEOUT_PRINCIPAL
 from .responses import judge_again, unjudged_candidates
@@ -23,7 +26,7 @@ from .settlement import close_request
 from .storage import APPROVE
 from .tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
 from .timers import fire_timers
-from .turns import blocking_turn, latest_run, lock_turn, schedule_resume
+from .turns import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class SweepReport:
     resumed: int = 0
     requeued: int = 0
     redelivered: int = 0
+    callbacks: int = 0
     pushed: int = 0
     pruned: int = 0
 
@@ -45,8 +49,8 @@ class SweepReport:
 def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     """Judge candidates whose process died while their response policy ran, expire overdue requests, send the
     reminders and make the escalations that fell due, recover dead runners' turns, resume settled ones (with
-    `settled`: a query over every waiting turn), re-enqueue lost jobs, push the outbox, and prune a batch of
-    inbound rows past their retention."""
+    `settled`: a query over every waiting turn), re-enqueue lost jobs and callbacks that fell due, push the
+    outbox, and prune a batch of inbound rows past their retention."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -77,6 +81,7 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     for turn_id in stuck:
         report.requeued += requeue(rt, turn_id)
     report.redelivered = redeliver(rt)
+    report.callbacks = resend_callbacks(rt)
     report.pushed = push_outbox(rt)
     report.pruned = prune(rt)
     if report != SweepReport():
@@ -85,26 +90,26 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
 
 
 def expire_requests(rt: Runtime) -> int:
-    """Pending requests past `expiresAt` close as their `on_timeout` says: `expired` (the turn resumes as if denied
-    or dismissed), or, where `approve` was set, approved by the app ("approved on timeout", never a person). A
-    turn's overdue requests close in one transaction: a text channel delivering between two expiries would post
-    the prompt of a request about to expire."""
+    """Pending requests past `expiresAt` close as their `on_timeout` says: `expired` (a turn resumes as if they were
+    denied or dismissed), or, where `approve` was set, approved by the app ("approved on timeout", never a
+    person); an external request's callback hears it. A session's overdue requests close in one transaction: a
+    text channel delivering between two expiries would post the prompt of a request about to expire."""
     with rt.db.read() as db:
         overdue = db.execute(
-            select(InputRequest.request_id, InputRequest.turn_id, InputRequest.on_timeout)
+            select(InputRequest.session_id, InputRequest.request_id, InputRequest.turn_id, InputRequest.on_timeout)
             .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now()).order_by(InputRequest.seq)
         ).all()
-    by_turn: dict[str, list[tuple[str, str | None]]] = {}
-    for request_id, turn_id, on_timeout in overdue:
-        by_turn.setdefault(turn_id, []).append((request_id, on_timeout))
+    by_session: dict[str, list[tuple[str, str | None, str | None]]] = {}
+    for session_id, request_id, turn_id, on_timeout in overdue:
+        by_session.setdefault(session_id, []).append((request_id, turn_id, on_timeout))
     count = 0
-    for turn_id, requests in by_turn.items():
+    for session_id, requests in by_session.items():
         with rt.transaction() as db:
-            turn = lock_turn(db, turn_id)
-            closed = sum(time_out(rt, db, request_id, on_timeout) for request_id, on_timeout in requests)
-            if closed:
-                count += closed
-                schedule_resume(rt, db, turn)
+            lock_session(db, session_id)
+            closed = sum(time_out(rt, db, request_id, on_timeout) for request_id, _, on_timeout in requests)
+            count += closed
+            for turn_id in dict.fromkeys(turn_id for _, turn_id, _ in requests if turn_id is not None):
+                schedule_resume(rt, db, lock_turn(db, turn_id, session_id))
     return count
 
 
@@ -118,17 +123,25 @@ def time_out(rt: Runtime, db: DbSession, request_id: str, on_timeout: str | None
     return closed is not None
 
 
-def recover_turn(rt: Runtime, turn_id: str) -> int:
-    """A running turn whose lease ran out: its Run crashed, its running calls are `unknown`, Run n+1 resumes."""
+LEASE_RAN_OUT = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
+CONNECTION_LOST = {"code": "DATABASE_CONNECTION_LOST", "message": "the run lost its connection to the database"}
+
+
+def recover_turn(rt: Runtime, turn_id: str, given_up: str | None = None) -> int:
+    """A running turn whose lease ran out, or whose runner gave up its run `given_up` (it lost its database
+    connection): its Run crashed, its running calls are `unknown`, Run n+1 resumes."""
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
         now = rt.now()
-        if turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
-            return 0
         run = latest_run(db, turn_id)
+        if given_up is not None:
+            if turn.status != "running" or run is None or run.id != given_up:
+                return 0  # another runner took it over meanwhile, or the run ended after all
+        elif turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
+            return 0
         if run is not None:
             run.status, run.ended_at = "crashed", now
-            run.error = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}
+            run.error = dict(CONNECTION_LOST if given_up else LEASE_RAN_OUT)
         db.execute(
             update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == "running")
             .values(status="unknown", interrupted=ToolCall.interrupted + 1, updated_at=now)
@@ -136,7 +149,7 @@ def recover_turn(rt: Runtime, turn_id: str) -> int:
         db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status="resuming", started_at=now))
         turn.status, turn.lease_until, turn.updated_at = "queued", None, now
         rt.enqueue(db, "run_turn", turn_id)
-        log.warning("turn %s: recovered from a lost worker", turn_id)
+        log.warning("turn %s: recovered from a %s", turn_id, "lost database connection" if given_up else "lost worker")
         return 1
 
 
@@ -171,16 +184,37 @@ def redeliver(rt: Runtime) -> int:
     return len(sessions) + len(items)
 
 
+def resend_callbacks(rt: Runtime) -> int:
+    """External requests' callbacks that fell due (a retry after its backoff, or an attempt whose worker died)
+    and whose job is not in the outbox get one."""
+    due = due_callbacks(rt)
+    if not due:
+        return 0
+    with rt.db.read() as db:
+        queued = owed(db, "send_callback", due)
+    due = [request_id for request_id in due if request_id not in queued]
+    with rt.transaction() as db:
+        for request_id in due:
+            rt.enqueue(db, "send_callback", request_id)
+    return len(due)
+
+
 def push_outbox(rt: Runtime) -> int:
     """Push again the outbox rows whose job has not started a while after its push, and give them that while
     again. A row pushed after the oldest job still waiting in the queue is not pushed again: its job waits
     behind that one (a queue that far behind is not fed duplicates, which would put it further behind);
     once the queue has moved past it, a row still here was lost."""
-    now = rt.now()
-    cutoff = now - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
     waiting_since = rt.executor.waiting_since()
     if waiting_since is not None:
         cutoff = min(cutoff, waiting_since)
+    return push_due(rt, cutoff)
+
+
+def push_due(rt: Runtime, cutoff: datetime) -> int:
+    """Push the outbox rows due by `cutoff` (at most 500), each by one process however many look: a row taken is
+    due again a while later (its job, once started, deletes it)."""
+    now = rt.now()
     with rt.transaction() as db:
         rows = [
             (row.id, row.job, list(row.args))
@@ -196,6 +230,18 @@ def push_outbox(rt: Runtime) -> int:
     return len(rows)
 
 
+def take_handed_over(rt: Runtime) -> int:
+    """Run the jobs the CLI handed over (`executors.HandOver`): the serving process's poll. Finding none, the
+    usual case, is one read on the outbox's `available_at` index."""
+    with rt.db.read() as db:
+        if db.execute(_HANDED_OVER).first() is None:
+            return 0
+    return push_due(rt, defaults.HANDED_OVER_AT)
+
+
+_HANDED_OVER = select(Outbox.id).where(Outbox.available_at <= defaults.HANDED_OVER_AT).limit(1)
+
+
 def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
     """Which of `firsts` have a `job` in the outbox (by its first argument): jobs pushed and not yet started,
     whose lost pushes push_outbox() recovers."""
@@ -206,17 +252,19 @@ def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
     return {a[0] for a in args if a and a[0] in wanted}
 
 
-class Sweeper:
-    """Runs sweep() every `seconds` in a daemon thread (each `hitl worker`, and the embedded server); the
-    look for settled turns never resumed, on the first sweep and then every `settled_every` seconds."""
+class Periodic(ABC):
+    """Runs `tick()` every `seconds` in a daemon thread until stopped. A failing tick is logged and the next
+    tries again; a database out of reach is one line when it goes and one when it is back, not a traceback a tick."""
 
-    def __init__(self, rt: Runtime, seconds: float,
-                 settled_every: float = defaults.SWEEP_SETTLED_EVERY_SECONDS) -> None:
-        self.rt, self.seconds, self.settled_every = rt, seconds, settled_every
+    name = "hitl-periodic"
+
+    def __init__(self, rt: Runtime, seconds: float) -> None:
+        self.rt, self.seconds = rt, seconds
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="hitl-sweeper", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._unreachable = False
 
-    def start(self) -> Sweeper:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -225,15 +273,51 @@ class Sweeper:
         if self._thread.is_alive():
             self._thread.join()
 
+    @abstractmethod
+    def tick(self) -> None:
+        """One round's work."""
+
     def _loop(self) -> None:
-        settled_at: float | None = None
         while not self._stop.wait(self.seconds):
-            started = time.monotonic()
-            settled = settled_at is None or started - settled_at >= self.settled_every
             try:
-                sweep(self.rt, settled=settled)
+                self.tick()
+            except OperationalError as exc:
+                if not self._unreachable:
+                    log.error("%s: the database cannot be used (tried again every %ss): %s", self.name,
+                              self.seconds, str(exc.orig).strip().splitlines()[0])
+                self._unreachable = True
+                continue
             except Exception:  # the next round tries again
-                log.exception("sweep failed")
-            else:
-                if settled:
-                    settled_at = started
+                log.exception("%s failed", self.name)
+            if self._unreachable:
+                log.info("%s: the database is back", self.name)
+                self._unreachable = False
+
+
+class Sweeper(Periodic):
+    """sweep() every `seconds` (each `hitl worker`, and the embedded server); the look for settled turns never
+    resumed, on the first sweep and then every `settled_every` seconds."""
+
+    name = "hitl-sweeper"
+
+    def __init__(self, rt: Runtime, seconds: float,
+                 settled_every: float = defaults.SWEEP_SETTLED_EVERY_SECONDS) -> None:
+        super().__init__(rt, seconds)
+        self.settled_every = settled_every
+        self._settled_at: float | None = None
+
+    def tick(self) -> None:
+        started = time.monotonic()
+        settled = self._settled_at is None or started - self._settled_at >= self.settled_every
+        sweep(self.rt, settled=settled)
+        if settled:
+            self._settled_at = started
+
+
+class HandOverPoll(Periodic):
+    """take_handed_over() every `seconds` (the embedded server): a turn the CLI resumed starts within about that."""
+
+    name = "hitl-hand-over"
+
+    def tick(self) -> None:
+        take_handed_over(self.rt)

@@ -14,7 +14,7 @@ from .policies import expiry
 from .protocol import InputRequestOut, principal_or_none
 from .schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from .storage import APPROVE, DENY, new_id
-from .tables import InputRequest, RequestPlace, RequestTimer, ToolCall
+from .tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
 
 if TYPE_CHECKING:
     from .agent import Tool
@@ -31,8 +31,8 @@ def open_request(
     db: DbSession,
     *,
     session_id: str,
-    turn_id: str,
-    run_id: str,
+    turn_id: str | None,
+    run_id: str | None,
     kind: str,
     prompt: str,
     options: list[dict[str, Any]],
@@ -49,9 +49,10 @@ def open_request(
     channels: Mapping[str, Any] | None = None,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
-    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. Its
-    `schedule`'s reminders and escalation become timer rows (engine/timers.py), inserted with it; its escalation
-    places get their session addresses from the configured `channels` now (see `places_at`)."""
+    no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. An external
+    request (engine/external.py) has no turn and no run. Its `schedule`'s reminders and escalation become timer
+    rows (engine/timers.py), inserted with it; its escalation places get their session addresses from the
+    configured `channels` now (see `places_at`)."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
@@ -62,7 +63,8 @@ def open_request(
     )
     db.add(request)
     db.add_all(timers(request.request_id, schedule, now, channels or {}))
-    db.info.setdefault(OPENED, set()).add(turn_id)
+    if turn_id is not None:
+        db.info.setdefault(OPENED, set()).add(turn_id)
     return request
 
 
@@ -106,16 +108,19 @@ def open_approval(
     db: DbSession, call: ToolCall, tool: Tool, *, session_id: str, requested_by: dict[str, Any] | None,
     now: datetime, channels: Mapping[str, Any], prompt: str | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text, open until
-    the tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new
-    state is set first: a call proposed in this transaction is then inserted with it (one statement)."""
+    """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text; editable
+    when the tool is (its action then carries the schema of the input it may be approved with); open until the
+    tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new state is
+    set first: a call proposed in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
     call.updated_at = now
+    action: dict[str, Any] = {"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input}
+    if tool.edit_schema is not None:
+        action |= {"editable": True, "inputSchema": tool.edit_schema}
     return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
-        prompt=prompt or f"Approve {tool.title}?",
-        action={"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input},
+        prompt=prompt or f"Approve {tool.title}?", action=action,
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
         schedule=tool.schedule, channels=channels,
@@ -136,6 +141,28 @@ def request_wire(request: InputRequest) -> dict[str, Any]:
     return request_out(request).wire()
 
 
+def external_fields(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
+                    callback: bool = True) -> dict[str, Any]:
+    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits), the
+    agent's idempotency key and metadata, and (with `callback`) its callback's delivery (null without a URL)."""
+    external = external or db.get_one(ExternalRequest, request.request_id)
+    approvers = db.execute(select(RequestApprover.principal_id).where(
+        RequestApprover.request_id == request.request_id).order_by(RequestApprover.principal_id)).scalars()
+    fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
+              "metadata": external.request_metadata}
+    return fields | {"callback": callback_state(external)} if callback else fields
+
+
+def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
+    """`{status, attempts, lastError, nextAttemptAt}`: `waiting` while the request is open, then `sending`,
+    `retrying` (the next attempt at nextAttemptAt), `delivered` or `failed` (retried for 24 h)."""
+    if external.callback_url is None:
+        return None
+    due = external.callback_due_at if external.callback_status == "retrying" else None
+    return {"status": external.callback_status, "attempts": external.callback_attempts,
+            "lastError": external.callback_error, "nextAttemptAt": due.isoformat() if due else None}
+
+
 def as_opened(request: InputRequest) -> dict[str, Any]:
     """The request on the wire as it was when it opened: pending, unanswered, neither reminded nor escalated."""
     return request_out(request).model_copy(update={
@@ -147,7 +174,8 @@ def as_opened(request: InputRequest) -> dict[str, Any]:
 def request_out(request: InputRequest) -> InputRequestOut:
     return InputRequestOut(
         request_id=request.request_id, session_id=request.session_id, turn_id=request.turn_id,
-        kind=request.kind, prompt=request.prompt, action=request.action, options=request.options,
+        kind=request.kind, prompt=request.prompt, action=request.action, editable=editable(request),
+        options=request.options,
         allow_freeform=request.allow_freeform, display=request.display,
         requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
         expires_at=request.expires_at, on_timeout=on_timeout(request), status=request.status,
@@ -161,6 +189,11 @@ def on_timeout(request: InputRequest) -> str | None:
     if request.expires_at is None:
         return None
     return request.on_timeout or ON_TIMEOUT.get(request.kind, ("deny",))[0]
+
+
+def editable(request: InputRequest) -> bool:
+    """Whether the request may be approved with another input (its action says so)."""
+    return bool((request.action or {}).get("editable"))
 
 
 SHOWN_ORDER = (case((InputRequest.kind == "session-limit", 0), else_=1), InputRequest.seq)

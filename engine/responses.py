@@ -2,9 +2,10 @@
 
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
-The default policy (`requester_only`) only compares two principals: responses it judges, all to one
-session, are judged and settled in the transaction that stores them. A candidate whose process died
-before its verdict was applied is judged again by sweep() (`judge_again`); the first verdict applied stands.
+The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
+responses they judge, all to one session, are judged and settled in the transaction that stores them. A
+candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
+first verdict applied stands.
 """
 
 from __future__ import annotations
@@ -23,17 +24,19 @@ from sqlalchemy.orm import Session as DbSession
 from . import defaults
 from .access import check_answers_requests
 from .decisions import session_info
+from .edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
-from .policies import ResponseContext, ResponseInfo, ResponsePolicy, escalated, requester_only
+from .external import external_policy
+from .policies import ResponseContext, ResponseInfo, ResponsePolicy, approvers, escalated, judged_at_once, requester_only
 from .protocol import InputRequestOut, InputResponse, Principal
-from .requests import option_named, request_out
+from .requests import editable, option_named, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall
 from .timers import escalated_approvers
-from .turns import lock_turn, schedule_resume
+from .turns import lock_for, schedule_resume
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +74,23 @@ class ResponseResult:
 
 @dataclass(frozen=True)
 class Checked:
-    """A response validated against its request: the option resolved, the text trimmed. `request` is the row
-    read in the validating transaction, `call` the tool call it asks about, if any (held here: the session's
-    identity map keeps no row alive); `escalated_to` the approvers its escalation added (None: not escalated)."""
+    """A response validated against its request: the option resolved, the text trimmed, an edited input
+    checked (None: approved as proposed). `request` is the row read in the validating transaction, `call` the
+    tool call it asks about, if any (held here: the session's identity map keeps no row alive); `external` the
+    response policy of an external request (no agent's applies); `escalated_to` the approvers its escalation
+    added (None: not escalated)."""
 
     response: InputResponse
     option_id: str | None
     text: str | None
+    input: dict[str, Any] | None
     request: InputRequest
     call: ToolCall | None
+    external: approvers | None = None
     escalated_to: frozenset[str] | None = None
+
+    def info(self, responder: Principal) -> ResponseInfo:
+        return ResponseInfo(responder, self.option_id, self.text, self.input)
 
 
 def submit_responses(
@@ -94,15 +104,14 @@ def submit_responses(
     finds their requests closed). An agent may answer none (NotPermitted)."""
     check_answers_requests(principal)
     with rt.transaction() as db:
-        checked = [check(db, r, session_id) for r in responses]
+        checked = [check(rt, db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
-            lock_turn(db, checked[0].request.turn_id)  # (with the first request's turn, in one statement)
+            lock_for(db, checked[0].request)  # (with the first request's turn, in one statement)
             if claim is not None and not claim(db):
                 raise AlreadyApplied(checked[0].request.session_id)
-        recorded = [record_candidate(rt, db, ResponseInfo(principal, c.option_id, c.text), c, at_once)
-                    for c in checked]
+        recorded = [record_candidate(rt, db, c.info(principal), c, at_once) for c in checked]
         if at_once:
             return [settle(rt, db, principal, c, candidate_id, *judge(rt, policy, context))
                     for c, (candidate_id, context, policy) in zip(checked, recorded, strict=True)]
@@ -113,7 +122,7 @@ def submit_responses(
     return results
 
 
-def check(db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
+def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
     request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
     if request is None or (session_id is not None and request.session_id != session_id):
         raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
@@ -123,7 +132,46 @@ def check(db: DbSession, response: InputResponse, session_id: str | None) -> Che
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, request, call, escalated_approvers(db, request))
+    return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
+                   call, external_policy(db, request), escalated_approvers(db, request))
+
+
+def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
+                 data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The input an approve carries, checked against what its request takes; None when it carries none or the
+    proposed one. InvalidInput (nothing changes) for an input that does not fit, one sent to a request that is
+    not editable, or one sent with another option than approve."""
+    if data is None:
+        return None
+    checker = edit_checker(rt, request, call)
+    if checker is None:
+        raise InvalidInput(f"request {request.request_id} is not editable: answer it without an input",
+                           {"requestId": request.request_id})
+    if option_id != "approve":
+        raise InvalidInput("an edited input goes only with approve", {"requestId": request.request_id})
+    action = request.action or {}
+    checked_edit(request.request_id, str(action.get("toolName")), data, checker)
+    return data if changes(action.get("input") or {}, data) is not None else None
+
+
+def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Problem]:
+    """What is wrong with approving request `request_id` with input `data` (nothing: []), for a channel that
+    checks an edit before it stores the approve (Slack's modal shows the problems at once)."""
+    with rt.db.read() as db:
+        request, call = db.execute(_REQUEST_AND_CALL, {"request": request_id}).one_or_none() or (None, None)
+        checker = edit_checker(rt, request, call) if request is not None else None
+    if checker is None:
+        return [{"field": "input", "problem": "this request takes no edited input"}]
+    return checker(data)
+
+
+def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
+    """What an edited input of this request must fit, or None when it takes none: an editable approval of an
+    in-process tool checks with the tool's input model."""
+    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    if not editable(request) or tool is None:
+        return None
+    return model_problems(tool.input_model)
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -173,7 +221,7 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     """Apply the policy's verdict on a stored candidate, in the caller's transaction."""
     request_id = checked.response.request_id
     request = db.get_one(InputRequest, request_id)
-    turn = lock_turn(db, request.turn_id, request.session_id)
+    turn = lock_for(db, request)
     earlier = judged_before(db, request, candidate_id)
     if earlier is not None:
         return earlier
@@ -183,10 +231,13 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if verdict != "allowed":
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending" and turn.status == "waiting":  # a running turn says so when it parks
+        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
+            # says so when it parks)
             emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
         return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
-    response = {"optionId": checked.option_id, "text": checked.text}
+    response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
+    if checked.input is not None:
+        response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
     settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
                             response=response, responder=principal)
     if settled is None:
@@ -196,7 +247,8 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
         db.refresh(request)
         return ResponseResult(request_id, "stale", request_out(request), reason)
     judge_candidate(rt, db, candidate_id, "allowed")
-    schedule_resume(rt, db, turn)
+    if turn is not None:
+        schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
 
 
@@ -222,9 +274,11 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         if row is None or row[0].judged_at is not None:
             return 0
         candidate, request, call = row
-        info = ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, candidate.text)
-        response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text)
-        checked = Checked(response, info.option_id, info.text, request, call, escalated_approvers(db, request))
+        info = candidate_info(candidate)
+        response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text,
+                                 input=info.input)
+        checked = Checked(response, info.option_id, info.text, info.input, request, call, external_policy(db, request),
+                          escalated_approvers(db, request))
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
@@ -233,7 +287,7 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
         ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
     with rt.transaction() as db:
-        lock_turn(db, request.turn_id, request.session_id)
+        lock_for(db, request)
         if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
             return 0  # by a sweep at the same time
         result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
@@ -273,8 +327,8 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
     and the candidate's row is inserted with its verdict, in this transaction)."""
     candidate_id = new_id("cand")
     row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
-           "responder": info.responder.wire(), "decision": info.decision, "text": info.text, "outcome": "pending",
-           "reason": None, "created_at": rt.now(), "judged_at": None}
+           "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
+           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
         db.info.setdefault(UNJUDGED, {})[candidate_id] = row
     else:
@@ -302,7 +356,7 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
             ResponseCandidate.candidate_id != candidate_id,
         ).order_by(ResponseCandidate.created_at)).scalars()
-        return [ResponseInfo(Principal.model_validate(c.responder), c.decision, c.text) for c in rows]
+        return [candidate_info(c) for c in rows]
 
     session = db.get_one(Session, request.session_id)
     context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
@@ -312,19 +366,23 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
     return context
 
 
+def candidate_info(candidate: ResponseCandidate) -> ResponseInfo:
+    """A stored candidate as a policy sees it (an approve keeps its edited input in its text column)."""
+    text, data = read_stored(candidate.decision, candidate.text)
+    return ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, text, data)
+
+
 def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
-    """The tool's response policy (the approved tool, or the tool that asked), else the agent's, else the default;
-    for an escalated request, that policy with the escalation's approvers allowed too (`escalated`)."""
-    tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
-    policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+    """An external request's own (`approvers`); else the tool's response policy (the approved tool, or the tool
+    that asked), else the agent's, else the default; for an escalated request, that policy with the escalation's
+    approvers allowed too (`escalated`)."""
+    policy: ResponsePolicy
+    if checked.external is not None:
+        policy = checked.external
+    else:
+        tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
+        policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
     return escalated(policy, checked.escalated_to) if checked.escalated_to else policy
-
-
-def judged_at_once(policy: ResponsePolicy) -> bool:
-    """The default policy only compares principals, and so does an escalation's list of approvers: they are
-    judged in the transaction that stores their candidates. Any other policy may take its time, so it runs
-    outside any transaction."""
-    return policy is requester_only or (isinstance(policy, escalated) and judged_at_once(policy.base))
 
 
 def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:

@@ -18,18 +18,20 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from .agent import Approval, Park, Tool, ToolContext
-from .db import write_row
+from .db import lost_connection, write_row
 from .decisions import decide, record_verdict, recover, review
+from .edits import input_hash
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
 from .policies import Verdict
 from .protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
+from .recovery import recover_turn, requeue
 from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
 from .storage import CONTINUE, STOP, new_id
 from .tables import InputRequest, Run, Session, ToolCall, Turn
-from .tools import DONE, approval_note, finish_call, input_hash, reject_unusable
+from .tools import DONE, approval_note, finish_call, reject_unusable
 from .transcript import load_messages, model_view, steered_since
 from .turns import claim, end_turn, lock_turn, lock_turn_run, pending_requests
 from .workflow import CallWorkflow
@@ -55,6 +57,9 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
     except LeaseLost:
         log.info("turn %s: no longer ours (cancelled, or presumed dead and recovered)", turn_id)
     except Exception as exc:
+        if lost_connection(exc):
+            driver.hand_back(exc)
+            return
         log.exception("turn %s failed", turn_id)
         driver.save_unrecorded()
         run_id = driver.run_id
@@ -162,15 +167,31 @@ class Driver:
 
     def save_unrecorded(self) -> None:
         """After a failed step: a tool's result that the step did not commit is recorded on its own (the tool
-        ran; its side effects are real), so the failed turn shows it."""
+        ran; its side effects are real), so the failed turn shows it. A call no longer running has it already
+        (the step's commit went through, and only its answer was lost with the connection)."""
         done, self.unrecorded = self.unrecorded, None
         if not isinstance(done, ToolDone):
             return
         try:
             with self.rt.transaction() as db:
-                self.record_tool(db, self.fenced(db), done)
+                turn = self.fenced(db)
+                if db.get_one(ToolCall, done.call_id).status == "running":
+                    self.record_tool(db, turn, done)
         except Exception:
             log.exception("turn %s: could not record the result of call %s", self.turn_id, done.call_id)
+
+    def hand_back(self, exc: Exception) -> None:
+        """The run lost its database connection (a restart, a failover, a terminated backend): not the turn's
+        fault, so the turn does not fail. What the tool did is recorded if the database answers again, and the
+        turn goes back to the queue: to a new run if this one holds it (a call that was running and could not
+        be recorded then needs a fresh approval, as after a crash), else as it was. If the database does not
+        answer yet, the error stands: the job's retry, or the sweep once the lease runs out, brings it back."""
+        log.warning("turn %s: the run lost its database connection (%s); the turn goes back to the queue",
+                    self.turn_id, type(exc).__name__)
+        self.stop()
+        self.save_unrecorded()
+        if not (self.run_id and recover_turn(self.rt, self.turn_id, given_up=self.run_id)):
+            requeue(self.rt, self.turn_id)
 
     def stop(self) -> None:
         if self.keeper is not None:
@@ -190,7 +211,7 @@ class Driver:
             write_row(db, call, status="awaiting_input", updated_at=self.rt.now())
         else:
             finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
-                        done.error, note=approval_note(call))
+                        done.error, note=approval_note(db, self.agent.tools[call.tool], call))
 
     def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's

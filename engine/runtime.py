@@ -69,10 +69,20 @@ class Runtime:
         retention_days: int = defaults.RETENTION_DAYS,
         clock: Callable[[], datetime] = utcnow,
         channels: dict[str, ChannelAdapter] | None = None,
+        callback_key: bytes | None = None,
+        callback_hosts: frozenset[str] = frozenset(),
+        agent_spec: str | None = None,
     ) -> None:
         self.db = db
+        self.callback_key = callback_key
+        """HITL_CALLBACK_SECRET's key: external requests' callbacks are signed with it (none: they take none)."""
+        self.callback_hosts = callback_hosts
+        """HITL_CALLBACK_ALLOWED_HOSTS: the only hosts callbacks may go to, when any are named."""
         self.channels = dict(channels or {})
         self.agent = agent
+        self.agent_spec = agent_spec or agent.name
+        """What a session opened here records as its agent: where the agent comes from (HITL_AGENT's
+        `package.module:attribute`), else its name."""
         self.executor = executor
         self.lease_seconds = lease_seconds
         self.response_policy_timeout = response_policy_timeout
@@ -82,6 +92,11 @@ class Runtime:
 
     def now(self) -> datetime:
         return self.clock()
+
+    def runs(self, agent: str) -> bool:
+        """Whether a session that records `agent` runs with this runtime's agent (sessions opened before sessions
+        recorded where their agent comes from record its name)."""
+        return agent in (self.agent_spec, self.agent.name)
 
     def lease_until(self) -> datetime:
         return self.now() + timedelta(seconds=self.lease_seconds)

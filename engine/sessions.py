@@ -52,7 +52,7 @@ def insert_session(rt: Runtime, db: DbSession, initiator: Principal | None, chan
     """Write a new session's row; returns its id."""
     session_id, now = new_id("ses"), rt.now()
     db.connection().execute(_INSERT_SESSION, {
-        "id": session_id, "agent": rt.agent.name, "channel": channel, "address": address or "",
+        "id": session_id, "agent": rt.agent_spec, "channel": channel, "address": address or "",
         "initiator": initiator.wire() if initiator else None, "status": status, "created_at": now, "updated_at": now,
     })
     return session_id

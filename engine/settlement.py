@@ -8,7 +8,9 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from .callbacks import owe_callback
 from .db import changed, write_row
+from .edits import input_grant, input_hash
 from .events import emit
 from .protocol import Principal, app_reason
 from .runtime import Runtime
@@ -35,7 +37,8 @@ def close_request(
 ) -> InputRequest | None:
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
     runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every place
-    it escalated to hears it closed too (its prompt there is updated)."""
+    it escalated to hears it closed too (its prompt there is updated). An external request's callback falls due;
+    an agent's request settles its tool call or its session-limit prompt."""
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
@@ -55,7 +58,9 @@ def close_request(
     if request.escalated_at is not None:
         for place in db.execute(_PLACES, {"request": request_id}).scalars():
             emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
-    if request.kind == "tool-approval":
+    if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
+        owe_callback(rt, db, request_id)
+    elif request.kind == "tool-approval":
         settle_call(rt, db, request, responder)
     elif request.kind == "session-limit" and outcome == "answered":
         turn = db.get_one(Turn, request.turn_id)
@@ -66,14 +71,18 @@ def close_request(
 
 def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
     """The call behind a settled approval: approved (and a once() grant, unless the app approved it on timeout:
-    a grant takes a person's explicit approve), or rejected with an attributed note."""
+    a grant takes a person's explicit approve), or rejected with an attributed note. An approve with an edited
+    input gives the call that input (and its hash: rule 10), and grants that input only."""
     call = db.get_one(ToolCall, request.call_id)
     if request.outcome == "approved" and responder is not None:
-        write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now())
+        edited = (request.response or {}).get("input")
+        new_input = {"input": edited, "input_hash": input_hash(edited)} if edited is not None else {}
+        write_row(db, call, status="approved", responder=responder.wire(), updated_at=rt.now(), **new_input)
         tool = rt.agent.tools.get(call.tool)
         if tool is not None and app_reason(responder) is None:
+            key = tool.approval_key if edited is None else input_grant(tool.approval_key, edited)
             db.connection().execute(_INSERT_GRANT, {
-                "session_id": request.session_id, "approval_key": tool.approval_key, "granted_by": responder.wire(),
+                "session_id": request.session_id, "approval_key": key, "granted_by": responder.wire(),
                 "request_id": request.request_id, "created_at": rt.now()})
         return
     if request.outcome == "denied" and responder is not None:

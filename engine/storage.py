@@ -131,8 +131,9 @@ JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postg
 class KeylessJSON(Codec):
     """A JSON object of known keys stored as the array of its values: in the small objects every parked turn
     stores (principals, a request's action, a call's verdict) the keys take more bytes than the values. A
-    last, `optional` key whose value is empty is left off and reads back as `{}`. Objects stored as objects
-    read as they were."""
+    last, `optional` key whose value is empty is left off and reads back as `{}`. An object with keys beyond
+    these (an editable approval's action) is stored as an object, and objects stored as objects read as they
+    were."""
 
     impl = JSONType
     cache_ok = True
@@ -141,7 +142,9 @@ class KeylessJSON(Codec):
         super().__init__()
         self.keys, self.optional = keys, optional  # both in the type's cache key (named like the arguments)
 
-    def pack(self, value: dict[str, Any]) -> list[Any]:
+    def pack(self, value: dict[str, Any]) -> Any:
+        if not value.keys() <= {*self.keys, self.optional}:
+            return value
         stored = [value[key] for key in self.keys]
         return [*stored, value[self.optional]] if self.optional and value.get(self.optional) else stored
 

@@ -176,8 +176,9 @@ class InputRequest(Base):
 
     request_id: Mapped[str] = mapped_column(id_type(80), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
+    """None for an external request (engine/external.py): no turn waits on it."""
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     call_id: Mapped[str | None] = mapped_column(id_type())
     position: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(24))
@@ -208,6 +209,47 @@ class InputRequest(Base):
     )
 
 
+class ExternalRequest(Base):
+    """What a request an agent running elsewhere made (POST /api/requests) holds beyond the InputRequest: the
+    idempotency key it was made with (unique per requester, by the digest of the requester's identity) and the
+    digest of the body, who may settle it, the agent's metadata, and its callback's delivery."""
+
+    __tablename__ = "external_requests"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    requester_digest: Mapped[str] = mapped_column(DigestType)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    body_digest: Mapped[str] = mapped_column(DigestType)
+    request_metadata: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
+    callback_url: Mapped[str | None] = mapped_column(Text)
+    callback_status: Mapped[str | None] = mapped_column(String(16))
+    """`waiting` (the request is open), `sending`, `retrying`, `delivered` or `failed`; None without a URL."""
+    callback_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    callback_error: Mapped[str | None] = mapped_column(Text)
+    callback_due_at: Mapped[datetime | None] = mapped_column()
+    """When its next attempt is due (or the attempt under way is presumed lost); None when none is owed."""
+
+    __table_args__ = (UniqueConstraint("requester_digest", "idempotency_key"),)
+
+
+# the callbacks owed, for sweep(): only those rows are in it
+Index("ix_external_requests_callback_due_at", ExternalRequest.callback_due_at,
+      postgresql_where=ExternalRequest.callback_due_at.is_not(None),
+      sqlite_where=ExternalRequest.callback_due_at.is_not(None))
+
+
+class RequestApprover(Base):
+    """One principal id named in an external request's `approvers`: any one of them may settle it. A request
+    without rows here may be answered by anyone its place admits."""
+
+    __tablename__ = "request_approvers"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    principal_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+    __table_args__ = (Index("ix_request_approvers_principal_id", "principal_id"),)  # the requests one is asked
 class RequestTimer(Base):
     """A request's next reminder (`remind`: `every` seconds apart, at most `max`) or its escalation (`escalate`:
     `data` holds the places it goes to and the approvers it adds). The sweep claims a row once `due_at` has come
@@ -264,7 +306,7 @@ class ResponseCandidate(Base):
     responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
     responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
-    text: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str | None] = mapped_column(Text)  # a note; an approve's edited input, as JSON (engine/edits.py)
     outcome: Mapped[str] = mapped_column(String(16), default="pending")
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,42 +1,21 @@
-"""ToolCall bookkeeping shared by the runner and by settlement: results, rejections, the input hash."""
+"""ToolCall bookkeeping shared by the runner and by settlement: results and rejections."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session as DbSession
 
-from .agent import Agent
+from .agent import Agent, Tool
 from .db import write_row
+from .edits import approved_with_changes
 from .events import add_message, emit
-from .protocol import app_reason, principal_or_none
+from .protocol import Principal, app_reason, principal_or_none
 from .runtime import Runtime
-from .tables import ToolCall
+from .tables import InputRequest, ToolCall
 
 DONE = ("completed", "failed", "not_run")
-
-
-def input_hash(data: dict[str, Any]) -> str:
-    """The digest of a call's input as the database gives it back: PostgreSQL's JSONB keeps numbers as
-    numerics, so a float Python writes with a positive exponent (`1e+16`) reads back as an integer and a
-    negative zero as zero; each is hashed as it reads back (the input itself is kept as the model sent it)."""
-    return hashlib.sha256(json.dumps(_as_read_back(data), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _as_read_back(value: Any) -> Any:
-    if isinstance(value, float):
-        if value == 0:
-            return 0.0
-        text = repr(value)
-        return int(Decimal(text)) if "e+" in text else value
-    if isinstance(value, dict):
-        return {key: _as_read_back(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_read_back(item) for item in value]
-    return value
 
 
 def finish_call(
@@ -45,8 +24,8 @@ def finish_call(
 ) -> None:
     """Record a call's result: its status, an action.result event, and the tool message the model reads.
     `call_status`: the call's own status where it is not its result's (a call that did not run). `note`: what
-    the model reads beside the result of a call the app approved for nobody who answered (`{"approval": note,
-    "output": ...}`, or `"error"`; see `approval_note`)."""
+    the model reads beside the result of a call approved otherwise than as proposed by a person: with changes,
+    or by the app on timeout (`{"approval": note, "output": ...}`, or `"error"`; see `approval_note`)."""
     write_row(db, call, status=call_status or status, result={"status": status, "output": output, "error": error},
               updated_at=rt.now())
     data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
@@ -58,11 +37,19 @@ def finish_call(
     add_message(db, session_id, call.turn_id, "tool", content=content, tool_call_id=call.call_id)
 
 
-def approval_note(call: ToolCall) -> str | None:
-    """What the model reads beside the result of a call whose approval nobody gave: "approved on timeout"."""
-    if not call.approval_request_id:
+def approval_note(db: DbSession, tool: Tool, call: ToolCall) -> str | None:
+    """What the model reads beside the result of a call approved otherwise than as proposed by a person: "approved
+    on timeout" when nobody answered, or who approved it with which changes (read for an editable tool's calls
+    only)."""
+    if not (call.approval_request_id and call.responder):
         return None
-    return app_reason(principal_or_none(call.responder))
+    responder = Principal.model_validate(call.responder)
+    reason = app_reason(responder)
+    if reason is not None or not tool.editable:
+        return reason
+    request = db.get(InputRequest, call.approval_request_id)
+    summary = (request.response or {}).get("changes") if request is not None else None
+    return approved_with_changes(responder.display_name, summary) if summary else None
 
 
 def reject_call(

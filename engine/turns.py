@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import nullcontext
 from typing import Any
 
@@ -15,6 +16,8 @@ from .requests import opened_in
 from .runtime import Runtime
 from .storage import new_id
 from .tables import InputRequest, Run, Session, Turn
+
+log = logging.getLogger(__name__)
 
 ACTIVE_TURN = ("queued", "running", "waiting")
 LOCKED_TURNS = "hitl_locked_turns"
@@ -103,6 +106,15 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     return locked[1]
 
 
+def lock_for(db: DbSession, request: InputRequest) -> Turn | None:
+    """The turn a request belongs to, locked (with its session first, as `lock_turn` takes them); None for an
+    external request, which has no turn: its session alone is locked."""
+    if request.turn_id is None:
+        lock_session(db, request.session_id)
+        return None
+    return lock_turn(db, request.turn_id, request.session_id)
+
+
 def blocking_turn(db: DbSession, turn: Turn) -> Turn | None:
     """An earlier turn of the same session that has not ended: `turn` must wait for it."""
     return db.execute(_BLOCKING_TURN, {"session": turn.session_id, "seq": turn.seq}).scalar_one_or_none()
@@ -179,6 +191,11 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
         return None
     session, turn, latest = locked
     if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
+        return None
+    if not rt.runs(session.agent):  # its tools and policies are not ours: a process that has its agent runs it
+        log.error("turn %s: its session runs agent %s and this process %s: left queued for a process that runs "
+                  "that agent (set HITL_AGENT alike in every process of the deployment)", turn_id, session.agent,
+                  rt.agent_spec)
         return None
     now = rt.now()
     if session.status != "active":  # (the usual case: it is, and an assignment would make it dirty)

@@ -1,4 +1,5 @@
-"""The REST API (`/api`): sessions, their input, history and events; the request inbox."""
+"""The REST API (`/api`): sessions, their input, history and events; the request inbox; requests of agents that
+run elsewhere (docs/agents-anywhere.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from engine.conversation import cancel_turn, post_message
+from engine.external import cancel_external_request, open_external_request
 from engine.protocol import InputResponse, ResponseBody
 from engine.queries import (
     events_after,
@@ -24,7 +26,8 @@ from engine.sessions import open_session
 from . import stream
 from .auth import current_caller
 from .errors import ApiError, invalid_query
-from .schemas import MAX_PAGE, PAGE, NewSession, SessionInput, page_limit, query_int
+from .external import parse_new_request, place
+from .schemas import MAX_PAGE, MAX_WAIT, PAGE, NewSession, SessionInput, page_limit, query_int
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -108,14 +111,7 @@ def create_session() -> tuple[Response, int]:
     payload = NewSession.model_validate(body(), by_alias=True, by_name=False)
     channel, address = "api", None
     if payload.channel is not None:
-        adapter = runtime().channels.get(payload.channel)
-        if adapter is None:
-            raise ApiError(422, "unknown_channel", f"channel {payload.channel!r} is not configured",
-                           {"channels": sorted(runtime().channels)})
-        try:
-            channel, address = payload.channel, adapter.address(payload.address or {})
-        except ValueError as exc:
-            raise ApiError(422, "invalid_address", str(exc), {"channel": payload.channel}) from exc
+        channel, address = place(runtime(), payload.channel, payload.address or {})
     opened = open_session(runtime(), principal, channel=channel, address=address, message=payload.message)
     result: dict[str, Any] = {"id": opened.session_id}
     if opened.turn_id:
@@ -186,9 +182,34 @@ def requests_inbox() -> Response:
                                  limit=limit_arg(), after=request.args.get("after"), seen_by=caller.seen_by))
 
 
+@bp.post("/requests")
+def create_request() -> tuple[Response, int]:
+    """An agent running elsewhere asks people: 201 with the request, or 200 with the one its idempotency key made."""
+    caller = current_caller()
+    caller.require(("agent", "operator"), "only an agent's or an operator's key opens requests")
+    opened = open_external_request(runtime(), caller.principal, parse_new_request(runtime(), body()))
+    return jsonify(opened.request), 201 if opened.created else 200
+
+
 @bp.get("/requests/<request_id>")
 def one_request(request_id: str) -> Response:
-    return jsonify(get_request(runtime(), request_id, current_caller().seen_by))
+    """The request; with `wait=N` (up to 60), as soon as it is no longer pending, or after N seconds."""
+    caller = current_caller()
+    raw = request.args.get("wait")
+    wait = 0 if raw is None else query_int(raw)
+    if wait is None or wait > MAX_WAIT:
+        raise invalid_query("wait", MAX_WAIT)
+    if wait:
+        return stream.long_poll(request_id, wait, caller.seen_by)
+    return jsonify(get_request(runtime(), request_id, caller.seen_by))
+
+
+@bp.post("/requests/<request_id>/cancel")
+def cancel_request(request_id: str) -> Response:
+    """Close an external request `cancelled` (its agent, or an operator)."""
+    caller = current_caller()
+    require_seen(runtime(), caller.seen_by, request_id=request_id)
+    return jsonify(cancel_external_request(runtime(), request_id, caller.principal))
 
 
 @bp.patch("/requests/<request_id>")
@@ -197,7 +218,7 @@ def answer_request(request_id: str) -> tuple[Response, int]:
     caller = current_caller()
     answer = ResponseBody.model_validate(body(), by_alias=True, by_name=False)
     require_seen(runtime(), caller.seen_by, request_id=request_id)
-    response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text)
+    response = InputResponse(request_id=request_id, option_id=answer.option_id, text=answer.text, input=answer.input)
     [result] = submit_responses(runtime(), caller.principal, [response])
     if result.status == "settled":
         return jsonify(result.request.wire()), 200

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from flask import Flask
 
+from engine import defaults
 from engine.executors import InlineExecutor
-from engine.recovery import Sweeper
+from engine.recovery import HandOverPoll, Sweeper
+from engine.runtime import Runtime
 
 from . import api, body_limit, console, errors, github, health, metrics, openapi, slack, twilio
 from .changes import Changes
@@ -13,14 +15,18 @@ from .compose import build_runtime
 from .settings import Settings, load_settings
 
 
-def create_app(settings: Settings | None = None) -> Flask:
+def create_app(settings: Settings | None = None, rt: Runtime | None = None) -> Flask:
+    """The app over `rt` (by default built from `settings`, by default from the environment)."""
     settings = settings or load_settings()
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["HITL_SETTINGS"] = settings
-    rt = app.extensions["hitl"] = build_runtime(settings)
+    rt = app.extensions["hitl"] = rt or build_runtime(settings)
     if isinstance(rt.executor, InlineExecutor):  # embedded mode: no worker sweeps, so this process does
-        app.extensions["hitl-sweeper"] = Sweeper(rt, settings.sweep_seconds).start()
+        app.extensions["hitl-background"] = [
+            Sweeper(rt, settings.sweep_seconds).start(),
+            HandOverPoll(rt, defaults.HAND_OVER_POLL_SECONDS).start(),  # and it runs what the CLI hands over
+        ]
     app.extensions["hitl-changes"] = Changes(rt.db)  # what open event streams wait on (gateway/stream.py)
     errors.init_app(app)
     body_limit.init_app(app)

@@ -20,7 +20,7 @@ from flask import Flask
 
 from .app import create_app
 from .settings import Settings, load_settings
-from .stream import ASYNC_BODY, EventStream
+from .stream import ASYNC_BODY, Served
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -58,7 +58,7 @@ class WsgiCall:
         self.status = ""
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_sent = False
-        self.stream: EventStream | None = None
+        self.stream: Served | None = None
 
     def run(self, app: Flask) -> None:
         environ = wsgi_environ(self.scope, RequestBody(self))
@@ -76,7 +76,7 @@ class WsgiCall:
             self.stream = None
         self.write(b"", more=self.stream is not None)
 
-    def take_stream(self, stream: EventStream) -> None:
+    def take_stream(self, stream: Served) -> None:
         self.stream = stream
 
     def start_response(self, status: str, headers: list[tuple[str, str]],
@@ -101,7 +101,7 @@ class WsgiCall:
             return await awaitable
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
 
-    async def serve_stream(self, stream: EventStream) -> None:
+    async def serve_stream(self, stream: Served) -> None:
         """Send the stream's frames until it ends or the client goes (noticed at once, not at the next write)."""
         frames = asyncio.ensure_future(self.send_frames(stream))
         gone = asyncio.ensure_future(self.disconnected())
@@ -111,7 +111,7 @@ class WsgiCall:
         if frames.done() and not frames.cancelled():
             frames.result()  # its error, if any, is the request's
 
-    async def send_frames(self, stream: EventStream) -> None:
+    async def send_frames(self, stream: Served) -> None:
         async for chunk in stream.aiter():
             await self.send({"type": "http.response.body", "body": chunk.encode(), "more_body": True})
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})

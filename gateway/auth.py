@@ -28,7 +28,11 @@ class Caller:
 
     def require_operator(self, message: str) -> None:
         """403 not_permitted, saying `message`, unless this is an operator."""
-        if self.role != "operator":
+        self.require(("operator",), message)
+
+    def require(self, roles: tuple[Role, ...], message: str) -> None:
+        """403 not_permitted, saying `message`, unless the caller's role is one of `roles`."""
+        if self.role not in roles:
             raise ApiError(403, "not_permitted", message, {"role": self.role})
 
 

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from engine.errors import (
     Conflict,
     EngineError,
+    IdempotencyConflict,
     InvalidInput,
     InvalidQuery,
     NotFound,
@@ -25,7 +26,7 @@ from .schemas import MAX_QUERY_INT
 log = logging.getLogger(__name__)
 
 STATUS = {InvalidQuery: 400, NotFound: 404, InvalidInput: 422, RequestClosed: 409, ResponseRefused: 403,
-          NotPermitted: 403, Conflict: 409}
+          NotPermitted: 403, Conflict: 409, IdempotencyConflict: 409}
 
 
 class ApiError(Exception):
@@ -37,6 +38,11 @@ class ApiError(Exception):
 def invalid_query(name: str, maximum: int = MAX_QUERY_INT) -> ApiError:
     """A query parameter (or the header standing for one) that is not an integer from 0 to `maximum`."""
     return ApiError(400, "invalid_query", f"`{name}` must be an integer from 0 to {maximum}", {"parameter": name})
+
+
+def field_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each error of a body's validation as (its field's dotted camelCase path, what is wrong)."""
+    return [(".".join(str(part) for part in e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]
 
 
 def error_response(status: int, code: str, message: str, details: Any = None) -> tuple[Response, int]:
@@ -57,10 +63,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(ValidationError)
     def _validation_error(exc: ValidationError) -> tuple[Response, int]:
-        details = [
-            {"field": ".".join(str(part) for part in e["loc"]), "problem": e["msg"]}
-            for e in exc.errors(include_url=False)
-        ]
+        details = [{"field": field, "problem": problem} for field, problem in field_problems(exc)]
         return error_response(400, "invalid_body", "the request body does not fit the expected shape", details)
 
     @app.errorhandler(HTTPException)

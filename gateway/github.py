@@ -16,7 +16,7 @@ from adapters.github import (
 from engine.runtime import Runtime
 
 from .errors import error_response
-from .settings import ConfigurationError, Settings
+from .settings import ConfigurationError, Settings, half_configured
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,8 @@ def github_channel(settings: Settings) -> GithubChannel | None:
     if not (secret or token or login):
         return None
     if not (secret and token and login):
-        required = {"GITHUB_WEBHOOK_SECRET": secret, "GITHUB_TOKEN": token, "GITHUB_BOT_LOGIN": login}
-        given = " and ".join(name for name, value in required.items() if value)
-        missing = " and ".join(name for name, value in required.items() if not value)
-        raise ConfigurationError(f"{given} set but {missing} missing")
+        raise half_configured("GitHub", {"GITHUB_WEBHOOK_SECRET": secret, "GITHUB_TOKEN": token,
+                                         "GITHUB_BOT_LOGIN": login})
     if not settings.github_api_url.startswith(("https://", "http://")):
         raise ConfigurationError(f"GITHUB_API_URL is GitHub's REST API URL (https://...), not "
                                  f"{settings.github_api_url!r}")

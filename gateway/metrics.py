@@ -134,8 +134,8 @@ def turn_families(db: DbSession) -> list[Family]:
     for status, count in by_status.items():
         turns.add(count, status=status)
     failures = Family("hitl_job_failures_total", "counter",
-                      "Failed work: turns that ended failed (reason=turn_failed) and runs whose worker was lost "
-                      "(reason=run_crashed; their turns were resumed).")
+                      "Failed work: turns that ended failed (reason=turn_failed) and runs whose worker or database "
+                      "connection was lost (reason=run_crashed; their turns were resumed).")
     failures.add(by_status["failed"], reason="turn_failed")
     failures.add(db.execute(select(func.count()).select_from(Run).where(Run.status == "crashed")).scalar_one(),
                  reason="run_crashed")

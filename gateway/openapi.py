@@ -23,15 +23,18 @@ from .schemas import (
     EventList,
     EventsHeaders,
     EventsQuery,
+    ExternalInputRequest,
     Health,
     HistoryQuery,
     InboxRequest,
     InputRequest,
     Me,
     MessagePosted,
+    NewRequest,
     NewSession,
     PendingInbox,
     RequestList,
+    RequestQuery,
     RequestsQuery,
     ResponseResults,
     SessionCreated,
@@ -54,14 +57,18 @@ ERRORS = {
     400: "Malformed body, unknown keys, or a bad query parameter (`limit` above 500 too)",
     401: "Missing or wrong API key",
     403: "Not a loopback client (or a Host or Origin not its own, or one a proxy forwards) while no API keys are "
-         "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn, or "
-         "(metrics) a key that is not an operator's",
+         "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn or another "
+         "agent's request, (new request) a user's key, or (metrics) a key that is not an operator's",
     404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md)",
-    409: "The request is no longer open, or (cancel) the session has no turn to cancel",
+    409: "The request is no longer open, (cancel) the session has no turn to cancel or the request is an agent's in "
+         "the gateway, or (new request) its idempotency key was used with another body",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
-    422: "An option the request does not have, text where none is accepted, a blank message, or (new session) a "
-         "channel that is not configured or an address it cannot use",
+    422: "An option the request does not have, text where none is accepted, a blank message, an edited `input` that "
+         "does not fit the request's `action.inputSchema` (`details.fields` names each field), an `input` for a "
+         "request that is not editable or with another option than approve, (new session or request) a channel that "
+         "is not configured or an address it cannot use, or (new request) a field that does not fit, named in "
+         "`details`",
 }
 AUTH = (400, 401, 403)
 
@@ -104,7 +111,14 @@ ROUTES = (
           {200: {JSON: PendingInbox, SSE: str}}, query=StreamQuery,
           notes={200: "JSON, or with `Accept: text/event-stream` a live stream: an `inbox` event with the same "
                       "document at once and whenever it changes (a request opens or closes)"}),
-    Route("/api/requests/{requestId}", "get", "One input request", {200: {JSON: InboxRequest}}, (*AUTH, 404)),
+    Route("/api/requests", "post", "An agent running elsewhere asks people: a tool approval or a question",
+          {201: {JSON: ExternalInputRequest}, 200: {JSON: ExternalInputRequest}}, (*AUTH, 409, 422), body=NewRequest,
+          notes={201: "Opened", 200: "The request this idempotency key opened before, as it is now"}),
+    Route("/api/requests/{requestId}", "get", "One input request; with `wait`, a long-poll until it closes",
+          {200: {JSON: InboxRequest | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
+          notes={200: "The request (an external one with its approvers, metadata and callback)"}),
+    Route("/api/requests/{requestId}/cancel", "post", "Close an external request `cancelled` (its agent, or an "
+          "operator)", {200: {JSON: ExternalInputRequest}}, (*AUTH, 404, 409)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,
           notes={200: "Settled by this response", 202: "Recorded; a response policy waits for more responses"}),

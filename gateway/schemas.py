@@ -84,6 +84,55 @@ class SessionInput(StrictWireModel):
         return self
 
 
+class ToolCallSpec(StrictWireModel):
+    """The call a tool approval asks about, as the agent describes it."""
+
+    kind: Literal["tool-call"] = "tool-call"
+    tool_name: Annotated[str, Field(min_length=1, max_length=200)]
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class OptionSpec(StrictWireModel):
+    id: Omittable[Annotated[str, Field(min_length=1, max_length=100)]] = omitted("the label, when not given")
+    label: Annotated[str, Field(min_length=1, max_length=150)]
+    description: Omittable[Annotated[str, Field(min_length=1, max_length=500)]] = omitted()
+
+
+class PlaceSpec(StrictWireModel):
+    channel: Annotated[str, Field(min_length=1, max_length=32)] = Field(
+        description="a configured channel: slack, twilio or github")
+    address: dict[str, Any] = Field(
+        description="as for POST /api/sessions: Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
+
+
+MAX_EXPIRES_IN = 30 * 24 * 3600
+MAX_METADATA_BYTES = 16 * 1024
+PrincipalId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class NewRequest(StrictWireModel):
+    """POST /api/requests: an agent running elsewhere asks people (docs/agents-anywhere.md)."""
+
+    kind: Literal["tool-approval", "question"]
+    prompt: Omittable[Annotated[str, Field(min_length=1, max_length=4000)]] = omitted(
+        "what people are asked; a tool approval's defaults to `Approve <toolName>?`")
+    action: Omittable[ToolCallSpec] = omitted("tool approvals: the call")
+    options: Omittable[Annotated[list[OptionSpec], Field(min_length=2, max_length=5)]] = omitted(
+        "questions: 2 to 5 options (none: a free-text answer)")
+    allow_freeform: Omittable[bool] = omitted("questions: a typed answer is taken too (always, without options)")
+    to: Omittable[PlaceSpec] = omitted("where it is shown; without it, in the console, the API and the CLI")
+    approvers: Omittable[Annotated[list[PrincipalId], Field(min_length=1, max_length=50)]] = omitted(
+        "principal ids, any one of whom may settle it (operators always may); without it, anyone the place admits")
+    expires_in: Omittable[Annotated[int, Field(ge=1, le=MAX_EXPIRES_IN)]] = omitted(
+        "seconds until it closes `expired`")
+    idempotency_key: Omittable[Annotated[str, Field(min_length=1, max_length=200)]] = omitted(
+        "the same key again (from the same caller) answers the same request")
+    callback_url: Omittable[Annotated[str, Field(min_length=1, max_length=2000)]] = omitted(
+        "POSTed `{type: input.resolved, request}` when it closes, signed per Standard Webhooks")
+    metadata: Omittable[dict[str, Any]] = omitted(f"the agent's own, echoed back (at most {MAX_METADATA_BYTES} "
+                                                  "bytes of JSON)")
+
+
 QueryInt = Annotated[int, Field(ge=0, le=MAX_QUERY_INT)]
 PAGE = 100
 """Sessions or requests per page of a list, unless the client asks for another `limit`."""
@@ -126,6 +175,15 @@ class EventsHeaders(WireModel):
     last_event_id: Omittable[Annotated[str, Field(pattern=r"^[0-9]+$")]] = omitted(
         "event streams only: the last `seq` a reconnecting client has (wins over `after`)", alias="Last-Event-ID"
     )
+
+
+MAX_WAIT = 60
+"""The longest long-poll of a request, in seconds."""
+
+
+class RequestQuery(WireModel):
+    wait: Annotated[int, Field(ge=0, le=MAX_WAIT)] = Field(
+        0, description=f"seconds (up to {MAX_WAIT}) to wait for a pending request to close before answering")
 
 
 class RequestsQuery(WireModel):
@@ -182,11 +240,28 @@ class InboxRequest(InputRequest):
     channel: str = Field(description="the session's channel: api, slack, twilio or github")
 
 
+class CallbackState(WireModel):
+    status: Literal["waiting", "sending", "retrying", "delivered", "failed"]
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None
+
+
+class ExternalInputRequest(InboxRequest):
+    """An external request (POST /api/requests): an InputRequest with no turn, and what its agent gave."""
+
+    approvers: list[str] = Field(description="who may settle it (none: anyone its place admits); operators too")
+    idempotency_key: str | None
+    metadata: dict[str, Any] | None
+    callback: CallbackState | None = Field(description="its callback's delivery; null without a callbackUrl")
+
+
 class ResponseCandidate(WireModel):
     candidate_id: str
     responder: Principal
     decision: str | None
     text: str | None
+    input: dict[str, Any] | None = Field(description="the input an approve edited (null: approved as proposed)")
     outcome: str = Field(description="pending, allowed, rejected, failed, timed-out or stale")
     reason: str | None
     created_at: datetime
@@ -248,6 +323,8 @@ class SessionHistory(WireModel):
     created_at: datetime
     turns: list[TurnOut] = Field(description=f"the latest {HISTORY_TURNS} turns, or the {HISTORY_TURNS} before "
                                              "`before`, oldest first")
+    requests: list[HistoryRequest] = Field(description="external requests (they belong to no turn): the latest "
+                                                    f"{HISTORY_TURNS}, oldest first, on the latest page only")
     next: str | None = Field(description="the first turn's id when earlier turns exist (pass it as `before`), "
                                          "else null")
 
@@ -290,8 +367,8 @@ class ResponseResults(WireModel):
 class MessagePosted(WireModel):
     """What a message did to the session; `results` holds the settlement when it answered a request."""
 
-    turn_id: str | None = Field(description="null when it answered a request escalated to a session with no turn "
-                                            "under way")
+    turn_id: str | None = Field(description="null when it answered an external request, or one escalated to the "
+                                            "session, and no turn is under way")
     effect: Literal["answered", "steered", "queued", "started", "noted"]
     results: list[ResponseResult]
 

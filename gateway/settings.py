@@ -1,9 +1,12 @@
-"""All configuration, from the environment (one pydantic-settings class; docs/configuration.md's tables mirror it)."""
+"""All configuration, from the environment and a `.env` file (one pydantic-settings class; `.env.example` lists
+every variable, docs/configuration.md's tables describe them)."""
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -11,6 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from adapters.github import MIN_PERMISSIONS
+from engine.webhooks import parse_secret
 
 from .apikeys import ApiKey, api_key, check_distinct, parse_key_file, parse_keys
 
@@ -26,18 +30,71 @@ class ConfigurationError(Exception):
 
 
 def load_settings() -> Settings:
-    """This process's settings, from its environment. Bad values are one ConfigurationError naming each
-    variable and what is wrong with it (not the value: some are secrets)."""
+    """This process's settings, from its environment and `.env` in the working directory (the environment wins).
+    Bad values are one ConfigurationError naming each variable and what is wrong with it (not the value: some
+    are secrets)."""
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(": ".join(filter(None, ('.'.join(str(part) for part in error['loc']), error['msg'])))
+        problems = "; ".join(": ".join(filter(None, (".".join(str(part) for part in error["loc"]), problem(error))))
                              for error in exc.errors(include_url=False))
         raise ConfigurationError(f"bad settings: {problems}") from None
 
 
+def problem(error: Any) -> str:
+    """What is wrong with a value: a validator's own words (pydantic prefixes them "Value error, "), else pydantic's."""
+    raised = error.get("ctx", {}).get("error") if error["type"] == "value_error" else None
+    return str(raised) if raised is not None else str(error["msg"])
+
+
+def half_configured(channel: str, required: dict[str, str | None], *, also_given: dict[str, str | None] | None = None,
+                    hint: str = "") -> ConfigurationError:
+    """The one wording of a channel configured in part, naming every variable given and every one missing:
+    `Twilio is half configured: TWILIO_ACCOUNT_SID is set but TWILIO_FROM and PUBLIC_BASE_URL are missing`."""
+    given = [name for name, value in {**required, **(also_given or {})}.items() if value]
+    missing = [name for name, value in required.items() if not value]
+    return ConfigurationError(f"{channel} is half configured: {names(given)} {'is' if len(given) == 1 else 'are'} "
+                              f"set but {names(missing)} {'is' if len(missing) == 1 else 'are'} missing{hint}")
+
+
+def names(variables: list[str]) -> str:
+    return " and ".join(variables) if len(variables) < 3 else f"{', '.join(variables[:-1])} and {variables[-1]}"
+
+
+def shown_database(url: str) -> str:
+    """DATABASE_URL as a person should see it: the password hidden, a SQLite file as an absolute path."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            return "sqlite:// (in memory)"
+        return f"sqlite:///{os.path.abspath(parsed.database)}"
+    return parsed.render_as_string(hide_password=True)
+
+
+def shown_redis(url: str) -> str:
+    """REDIS_URL with its password hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def described(settings: Settings) -> dict[str, str]:
+    """Which database, agent and job mode this process uses, as a person should read them (`hitl --help`)."""
+    jobs = (f"on the RQ queue {settings.queue} at {shown_redis(settings.redis_url)} (run `hitl worker`)"
+            if settings.redis_url else "in-process")
+    return {"database": shown_database(settings.database_url), "agent": settings.agent, "jobs": jobs}
+
+
+def describe(settings: Settings) -> str:
+    """`described()` in one line (the start line of `hitl serve`)."""
+    return ", ".join(f"{what} {value}" for what, value in described(settings).items())
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=None, populate_by_name=True, extra="ignore")
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", populate_by_name=True,
+                                      extra="ignore")
 
     database_url: str = Field("sqlite:///hitl.db", validation_alias="DATABASE_URL")
     redis_url: str | None = Field(None, validation_alias="REDIS_URL")
@@ -58,6 +115,9 @@ class Settings(BaseSettings):
     request_policy_timeout: float = Field(30.0, gt=0, validation_alias="HITL_REQUEST_POLICY_TIMEOUT")
     retention_days: int = Field(30, ge=1, le=36500, validation_alias="HITL_RETENTION_DAYS")
     public_base_url: str | None = Field(None, validation_alias="PUBLIC_BASE_URL")
+    callback_secret: str | None = Field(None, validation_alias="HITL_CALLBACK_SECRET")
+    callback_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="HITL_CALLBACK_ALLOWED_HOSTS")
 
     slack_bot_token: str | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
     slack_signing_secret: str | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
@@ -131,7 +191,8 @@ class Settings(BaseSettings):
         """HITL_API_KEYS's and HITL_API_KEYS_FILE's; none means the no-key mode (loopback is the operator)."""
         return [*self.api_keys, *self.api_keys_file]
 
-    @field_validator("twilio_allow_from", "allowed_hosts", "slack_allowed_teams", mode="before")
+    @field_validator("twilio_allow_from", "allowed_hosts", "slack_allowed_teams", "callback_allowed_hosts",
+                     mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
         """`TWILIO_ALLOW_FROM=+15551230001,+15551230002`, `HITL_ALLOWED_HOSTS=hitl.test,devbox`,
@@ -139,6 +200,26 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("callback_allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        """Compared with a callback URL's host, which is lower case."""
+        return [host.lower().rstrip(".") for host in value]
+
+    @field_validator("callback_secret", mode="before")
+    @classmethod
+    def _whsec(cls, value: object) -> object:
+        """`HITL_CALLBACK_SECRET=whsec_<base64>` (the error never shows the secret); blank is unset."""
+        if isinstance(value, str) and value.strip():
+            parse_secret(value.strip())
+            return value.strip()
+        return None if isinstance(value, str) else value
+
+    @property
+    def callback_key(self) -> bytes | None:
+        """HITL_CALLBACK_SECRET's key, which signs external requests' callbacks."""
+        return parse_secret(self.callback_secret) if self.callback_secret else None
 
     @field_validator("slack_allowed_teams")
     @classmethod

@@ -4,9 +4,11 @@
   installations in the gateway's database, install at `/slack/install`) + SLACK_SIGNING_SECRET.
 * Events and interactivity arrive at `/slack/events` (or `/slack/interactions`): the edge checks the signature
   (401, no effect), then Bolt's listeners store an inbound item with `engine.inbound.accept` and ack. No Web API
-  call in the request path, except `views.open` for the "Type an answer" modal (its trigger lives 3 seconds).
-* Only people of the allowed teams are heard (gateway/slack_admission.py): anyone else's message or click is
-  stored as ignored, and they are told once per channel (an ephemeral message, posted by the job).
+  call in the request path, except `views.open` for the "Type an answer" and "Edit" modals (a trigger lives 3
+  seconds). A submitted edit is checked against the tool before it is stored: what does not fit is shown in the
+  modal (`response_action: errors`).
+* Only people of the allowed teams are heard (gateway/slack_admission.py): anyone else's message, click or
+  modal is stored as ignored, and they are told once per channel (an ephemeral message, posted by the job).
 * Socket Mode (SLACK_APP_TOKEN) runs the same listeners over a websocket: `hitl slack-socket`.
 """
 
@@ -17,6 +19,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.error import URLError
 
 from flask import Blueprint, Flask, Response, current_app, request
 from slack_bolt import Ack, App, BoltContext, BoltRequest, BoltResponse
@@ -35,6 +38,7 @@ from sqlalchemy import create_engine, pool, select
 
 from adapters.slack import (
     ANSWER_VIEW,
+    EDIT_VIEW,
     BotToken,
     BotTokens,
     Click,
@@ -46,7 +50,11 @@ from adapters.slack import (
     SlackVerificationError,
     Where,
     answer_modal,
+    edit_modal,
+    edited_input,
+    modal_errors,
     parse_block_actions,
+    parse_edit_submission,
     parse_mention,
     parse_message,
     parse_view_submission,
@@ -58,11 +66,12 @@ from engine.db import normalize_url
 from engine.inbound import accept, choice_item, ignored_item, message_item, responses_item
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.requests import request_out
+from engine.responses import edit_problems
 from engine.runtime import Runtime
 from engine.tables import InputRequest, Session
 
 from .errors import ApiError
-from .settings import ConfigurationError, Settings
+from .settings import ConfigurationError, Settings, half_configured
 from .slack_admission import TURNED_AWAY, Admission
 
 log = logging.getLogger(__name__)
@@ -100,18 +109,17 @@ def slack_mode(settings: Settings) -> Literal["single", "oauth"] | None:
         if token:
             raise ConfigurationError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and "
                                      "SLACK_CLIENT_SECRET (OAuth, several workspaces), not both")
-        missing = [name for name, value in oauth.items() if not value] + ([] if secret else ["SLACK_SIGNING_SECRET"])
-        if missing:
-            raise ConfigurationError(f"Slack OAuth is half configured: {', '.join(missing)} missing")
+        if not (all(oauth.values()) and secret):
+            raise half_configured("Slack", {**oauth, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token})
         return "oauth"
-    if token:
-        if not secret:
-            raise ConfigurationError("SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is missing")
+    if token or secret or settings.slack_app_token:
+        if not (token and secret):
+            raise half_configured("Slack", {"SLACK_BOT_TOKEN": token, "SLACK_SIGNING_SECRET": secret},
+                                  also_given={"SLACK_APP_TOKEN": settings.slack_app_token},
+                                  hint="" if token else " (or, for several workspaces, SLACK_CLIENT_ID and "
+                                  "SLACK_CLIENT_SECRET instead of SLACK_BOT_TOKEN)")
         return "single"
-    if secret or settings.slack_app_token:
-        given = "SLACK_SIGNING_SECRET" if secret else "SLACK_APP_TOKEN"
-        raise ConfigurationError(f"{given} is set but SLACK_BOT_TOKEN is missing "
-                                 "(or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, for several workspaces)")
     return None
 
 
@@ -149,10 +157,18 @@ def bolt_app(settings: Settings, rt: Runtime) -> App:
     OAuth states in the gateway's database, and authorization from the stored bot (no auth.test per request)."""
     client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url.rstrip("/") + "/")
     if settings.slack_bot_token:
+        sdk_log = logging.getLogger("slack_sdk.web.base_client")
+        sdk_log.disabled = True  # (its line about the failure, at start only: ours says it, naming the setting)
         try:
             return App(signing_secret=settings.slack_signing_secret, client=client, process_before_response=True)
         except BoltError as exc:
             raise ConfigurationError(f"Slack refused SLACK_BOT_TOKEN: {exc}") from exc
+        except OSError as exc:  # URLError among them: refused, unresolvable, timed out
+            reason = exc.reason if isinstance(exc, URLError) else exc
+            raise ConfigurationError(f"Slack cannot be reached at SLACK_API_URL ({settings.slack_api_url}): "
+                                     f"{reason}") from None
+        finally:
+            sdk_log.disabled = False
     installations = SQLAlchemyInstallationStore(client_id=str(settings.slack_client_id), engine=rt.db.engine)
     oauth = OAuthSettings(
         client_id=settings.slack_client_id, client_secret=settings.slack_client_secret, scopes=SCOPES,
@@ -196,6 +212,7 @@ class Listeners:
         bolt.event("message")(self.message)
         bolt.action(re.compile(r"^hitl\|"))(self.click)
         bolt.view_submission(ANSWER_VIEW)(self.typed)
+        bolt.view_submission(EDIT_VIEW)(self.edited)
         if self.channel.multi_workspace:
             bolt.enable_token_revocation_listeners()
         else:  # subscribed in the manifest for OAuth installs; one workspace has nothing to forget
@@ -228,10 +245,13 @@ class Listeners:
         if not self.admission.admits(click.principal, context):
             where = interaction_place(context, click.channel_id, click.thread_ts)
             self.store(click.external_id, click.principal, request, self.turned_away(click.principal, where))
-        elif click.position is None:  # "type an answer": the modal shows the request
+        elif click.position is None:  # "type an answer" or "edit": a modal shows the request
             shown = find_request(self.rt, click.request_id)
-            if shown is not None:
-                open_answer_modal(client, click, shown)
+            if shown is not None and click.control == "edit":
+                if shown.editable and shown.status == "pending":
+                    open_modal(client, click, edit_modal(shown, click.channel_id))
+            elif shown is not None:
+                open_modal(client, click, answer_modal(shown, click.channel_id))
         else:  # the job that applies it looks the option up (a click on a card we do not know: audit only)
             self.store(click.external_id, click.principal, request, choice_item(click.request_id, click.position))
         ack()
@@ -241,9 +261,29 @@ class Listeners:
         if self.admission.admits(typed.principal, context):
             item = responses_item([InputResponse(request_id=typed.request_id, text=typed.text)])
         else:
-            where = interaction_place(context, typed.principal.attributes.get("channelId"), "")
-            item = self.turned_away(typed.principal, where)
+            item = self.turned_away_from_modal(typed.principal, context)
         self.store(typed.external_id, typed.principal, request, item)
+        ack()
+
+    def edited(self, ack: Ack, body: dict[str, Any], context: BoltContext, request: BoltRequest) -> None:
+        """An edit is approved once it fits the tool; until then the modal stays open, saying what does not.
+        A person of no allowed team is turned away as anywhere else (their edit is neither checked nor kept)."""
+        submission = parse_edit_submission(body)
+        if not self.admission.admits(submission.principal, context):
+            self.store(submission.external_id, submission.principal, request,
+                       self.turned_away_from_modal(submission.principal, context))
+            ack()
+            return
+        shown = find_request(self.rt, submission.request_id)
+        if shown is None:
+            raise SlackParseError(f"an edit of no known request ({submission.request_id})")
+        data, problems = edited_input(submission, shown)
+        problems = problems or edit_problems(self.rt, shown.request_id, data)
+        if problems:
+            ack(response_action="errors", errors=modal_errors(shown, problems))
+            return
+        response = InputResponse(request_id=shown.request_id, option_id="approve", input=data)
+        self.store(submission.external_id, submission.principal, request, responses_item([response]))
         ack()
 
     def turned_away(self, principal: Principal, where: Where | None) -> dict[str, Any]:
@@ -254,6 +294,10 @@ class Listeners:
         channel = self.channel.address_of(replace(where, thread_ts=""))
         notice = turned_away_notice(self.channel.address_of(where), str(principal.attributes["userId"]))
         return ignored_item(TURNED_AWAY, notice=notice, once=f"{TURNED_AWAY}:{channel}:{principal.principal_id}")
+
+    def turned_away_from_modal(self, principal: Principal, context: BoltContext) -> dict[str, Any]:
+        """`turned_away` for a modal's submission, told in the channel its card was in."""
+        return self.turned_away(principal, interaction_place(context, principal.attributes.get("channelId"), ""))
 
     def store(self, external_id: str, principal: Principal, request: BoltRequest,
               item: dict[str, Any] | None) -> None:
@@ -294,11 +338,11 @@ def has_session(rt: Runtime, address: str) -> bool:
             Session.channel == "slack", Session.address == address).limit(1)).first() is not None
 
 
-def open_answer_modal(client: WebClient, click: Click, shown: InputRequestOut) -> None:
+def open_modal(client: WebClient, click: Click, view: dict[str, Any]) -> None:
     try:
-        client.views_open(trigger_id=click.trigger_id, view=answer_modal(shown, click.channel_id))
-    except SlackClientError as exc:  # the person can still reply in the thread
-        log.warning("could not open the answer modal of %s: %s", click.request_id, exc)
+        client.views_open(trigger_id=click.trigger_id, view=view)
+    except SlackClientError as exc:  # the person can still reply in the thread, or approve as proposed
+        log.warning("could not open the %s modal of %s: %s", click.control, click.request_id, exc)
 
 
 # -- HTTP ------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ open stream is served by the worker's event loop and holds no thread.
 Any other stream is served the same way: an `EventStream` over its own `read` and `Topic` (what its poller reads to
 know that something changed), answered with `sse_response`. The inbox's stream has no topic: it reads its first
 page of pending requests every POLL_SECONDS (ids only, at most 101 index rows) and says when that page changed.
+A long-poll of a request (`GET /api/requests/<id>?wait=`) waits the same way, on its session's events, and answers
+one JSON body (`LongPoll`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
-from engine.queries import events_after, pending_inbox
+from engine.protocol import Principal
+from engine.queries import events_after, pending_inbox, request_state
 from engine.runtime import Runtime
 
 from .auth import Caller, current_caller
@@ -118,15 +121,78 @@ def inbox_stream() -> Response:
 
 
 def sse_response(stream: EventStream) -> Response:
-    """The response that serves `stream`: handed to the server's event loop when it has one (`ASYNC_BODY`)."""
+    """The response that serves `stream`."""
+    return served(stream, "text/event-stream")
+
+
+def served(body: Served, mimetype: str) -> Response:
+    """A 200 whose body `body` sends when it has it: handed to the server's event loop when it has one
+    (`ASYNC_BODY`), else the WSGI body (its thread waits with it)."""
     send_later = request.environ.get(ASYNC_BODY)
     if send_later is not None:
-        send_later(stream)
+        send_later(body)
     return Response(
-        iter(()) if send_later is not None else iter(stream),
-        mimetype="text/event-stream",
+        iter(()) if send_later is not None else iter(body),
+        mimetype=mimetype,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+class Served(Protocol):
+    """A body sent after the response's head, blocking (`iter`) or from an event loop (`aiter`)."""
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def aiter(self) -> AsyncIterator[str]: ...
+
+
+def long_poll(request_id: str, seconds: int, seen_by: Principal | None) -> Response:
+    """`GET /api/requests/<id>?wait=N`: the request (if `seen_by` sees it, else a 404) once it is no longer
+    pending, or as it is after `seconds`. A request no longer pending at once is answered at once."""
+    rt: Runtime = current_app.extensions["hitl"]
+    poll = LongPoll(current_app.extensions["hitl-changes"], lambda: request_state(rt, request_id, seen_by),
+                    seconds)
+    body = poll.step()
+    if body is not None:
+        return Response(body, mimetype="application/json")
+    return served(poll, "application/json")
+
+
+class LongPoll:
+    """One long-poll of a request: `read()` gives the request and its session's latest event seq, read together.
+    Between reads it waits on `changes` for that session's events to pass the seq (SESSION_EVENTS), as an event
+    stream does: every change to a request comes with an event. One JSON body, when the request closed or the
+    time is up; served blocking (`iter`) or from an event loop (`aiter`, holding no thread while it waits)."""
+
+    def __init__(self, changes: Changes, read: Callable[[], tuple[dict[str, Any], int]], seconds: float) -> None:
+        self.changes, self.read = changes, read
+        self.ends = time.monotonic() + seconds
+        self.session, self.seen, self.idle = "", 0, 0.0
+        self.last: dict[str, Any] | None = None
+
+    def step(self) -> str | None:
+        """The body, once there is one to send; else None, with what to wait for set. A read that fails after the
+        first answers the request as last read: a long-poll is answered, never dropped mid-way."""
+        try:
+            request, self.seen = self.read()
+        except (SQLAlchemyError, NotFound):
+            if self.last is None:
+                raise
+            log.warning("long-poll of %s ended early; it answers the request as last read", self.last["requestId"],
+                        exc_info=True)
+            return json.dumps(self.last)
+        self.last, self.session, self.idle = request, request["sessionId"], self.ends - time.monotonic()
+        return json.dumps(request) if request["status"] != "pending" or self.idle <= 0 else None
+
+    def __iter__(self) -> Iterator[str]:
+        while (body := self.step()) is None:
+            self.changes.wait(SESSION_EVENTS, self.session, self.seen, self.idle)
+        yield body
+
+    async def aiter(self) -> AsyncIterator[str]:
+        while (body := await asyncio.to_thread(self.step)) is None:
+            await self.changes.changed(SESSION_EVENTS, self.session, self.seen, self.idle)
+        yield body
 
 
 class EventStream:

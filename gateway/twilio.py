@@ -19,7 +19,7 @@ from adapters.twilio import (
 )
 from engine.runtime import Runtime
 
-from .settings import ConfigurationError, Settings
+from .settings import ConfigurationError, Settings, half_configured
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,15 @@ def sms() -> Response:
 
 
 def twilio_channel(settings: Settings) -> TwilioChannel | None:
-    """The SMS (and WhatsApp) channel when `TWILIO_ACCOUNT_SID` is set; fails at start-up naming what else is
-    missing."""
-    if not settings.twilio_account_sid:
+    """The SMS (and WhatsApp) channel when any Twilio credential (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN,
+    TWILIO_FROM) is set; fails at start-up naming what else is missing."""
+    account, token, sender = settings.twilio_account_sid, settings.twilio_auth_token, settings.twilio_from
+    if not (account or token or sender):
         return None
-    token, sender, base_url = settings.twilio_auth_token, settings.twilio_from, settings.public_base_url
-    if not (token and sender and base_url):
-        required = {"TWILIO_AUTH_TOKEN": token, "TWILIO_FROM": sender, "PUBLIC_BASE_URL": base_url}
-        missing = " and ".join(name for name, value in required.items() if not value)
-        raise ConfigurationError(f"TWILIO_ACCOUNT_SID is set but {missing} is not")
+    base_url = settings.public_base_url
+    if not (account and token and sender and base_url):
+        raise half_configured("Twilio", {"TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": token,
+                                         "TWILIO_FROM": sender, "PUBLIC_BASE_URL": base_url})
     if not (TWILIO_NUMBER.match(sender) or MESSAGING_SERVICE.match(sender)):
         raise ConfigurationError("TWILIO_FROM is an E.164 number, a WhatsApp sender (whatsapp:+E.164) or a "
                                  f"Messaging Service SID (MG...), not {sender!r}")
@@ -68,6 +68,6 @@ def twilio_channel(settings: Settings) -> TwilioChannel | None:
         raise ConfigurationError(str(exc)) from exc
     if not allow_from:
         log.warning("TWILIO_ALLOW_FROM is empty: every incoming SMS will be refused")
-    return TwilioChannel(TwilioConfig(account_sid=settings.twilio_account_sid, auth_token=token, sender=sender,
+    return TwilioChannel(TwilioConfig(account_sid=account, auth_token=token, sender=sender,
                                       public_base_url=base_url, allow_from=allow_from,
                                       api_url=settings.twilio_api_url))

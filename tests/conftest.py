@@ -28,6 +28,7 @@ from engine.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
+from tests.support.workers import Forked, WorkerForge
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_AGENT = "tests.support.agent:agent"
@@ -117,9 +118,9 @@ class Stack:
         return list_requests(self.rt, status="pending", session_id=session_id)["requests"]
 
     def answer(self, request_id: str, option_id: str | None = None, text: str | None = None,
-               who: str = "alice", settle: bool = True) -> ResponseResult:
-        [result] = submit_responses(self.rt, api_key_principal(who),
-                                    [InputResponse(request_id=request_id, option_id=option_id, text=text)])
+               who: str = "alice", settle: bool = True, edited: dict[str, Any] | None = None) -> ResponseResult:
+        response = InputResponse(request_id=request_id, option_id=option_id, text=text, input=edited)
+        [result] = submit_responses(self.rt, api_key_principal(who), [response])
         if settle:
             self.settle()
         return result
@@ -144,9 +145,8 @@ class Stack:
         return self.history(session_id)["turns"][seq - 1]
 
     def close(self) -> None:
-        sweeper = self.app.extensions.get("hitl-sweeper")
-        if sweeper is not None:
-            sweeper.stop()
+        for thread in self.app.extensions.get("hitl-background", []):
+            thread.stop()
         if isinstance(self.rt.executor, InlineExecutor):
             self.rt.executor.join()
             self.rt.executor.shutdown()
@@ -159,16 +159,16 @@ def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
                     **fields)
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL database of this test session's own (so parallel runs never meet), migrated to head."""
+@contextlib.contextmanager
+def fresh_database(prefix: str = "hitl_test") -> Iterator[str]:
+    """A PostgreSQL database of its own (so parallel runs never meet), migrated to head; dropped afterwards."""
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
     from engine.db import Database
 
     base = require_postgres()
-    name = f"hitl_test_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -176,10 +176,19 @@ def postgres_url() -> Iterator[str]:
     db = Database(url)
     db.upgrade()
     db.dispose()
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """This test session's PostgreSQL database."""
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -212,14 +221,16 @@ def children(pid: int) -> list[int]:
 
 
 class WorkerProcess:
-    """A real `hitl worker` process (its own process group, so a test can SIGKILL it and its work horse)."""
+    """A real `hitl worker` process (its own process group, so a test can SIGKILL it and its work horse); with a
+    `forge`, forked from the forge's warm parent instead of started afresh (tests/support/workers.py)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, forge: WorkerForge | None = None) -> None:
         self.env = env
         self.log_path = log_path
         self.log = log_path.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway", "worker"], cwd=ROOT, env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc: subprocess.Popen[bytes] | Forked = forge.fork(env, log_path) if forge else subprocess.Popen(
+            [sys.executable, "-m", "gateway", "worker"], cwd=ROOT, env=env, stdout=self.log,
+            stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, sig: int = 9) -> None:
         """Signal the worker and its work horses (RQ puts each horse in a process group of its own).

@@ -78,7 +78,7 @@ def two_people_approve(stack: Stack) -> None:
     sid, _ = stack.start("pay $9 to acct_7", who="alice")  # one person's deny is enough
     [approval] = stack.pending(sid)
     assert stack.answer(approval["requestId"], "cancel", text="not this month", who="bob").status == "settled"
-    assert stack.turn(sid)["result"] == "That did not happen: Cancelled by bob: not this month"
+    assert stack.turn(sid)["result"] == "That did not happen: Denied by bob: not this month"
 
 
 def test_a_release_is_approved_on_its_github_issue(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ case-insensitively). `show` posts a prompt and returns the comment id; `settle` 
 its how-to line and names the outcome and who answered; `refuse` replies to the refused person with the
 policy's reason; `acknowledge` reacts to the comment a person wrote: 👀 on receipt, 👍 when it settled a
 request, 👎 when a response policy refused it or the channel ignored it; `notify` tells a person once per issue
-why their comments are ignored.
+why their comments are ignored, or why an `/approve` with fields was not applied.
 
 Inbound (`receive`, behind the gateway's `POST /github/webhook`): verify, parse, dedupe and store; the only
 GitHub call on that path is the (cached) permission lookup of a person whose comment asks something. A person
@@ -25,16 +25,26 @@ from engine.channels import ChannelUnavailable, QueuePosition, Reminder
 from engine.delivery import shown_requests
 from engine.inbound import accept, ignored_item, message_item, responses_item
 from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, Principal
+from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.responses import edit_problems
 from engine.runtime import Runtime
 
 from .client import CollaboratorRole, GithubClient
 from .errors import GithubError
-from .parse import CommentReply, PingEvent, github_principal, parse_github_event, read_delivery, reply_response
+from .parse import (
+    CommentReply,
+    PingEvent,
+    RefusedEdit,
+    github_principal,
+    parse_github_event,
+    read_delivery,
+    reply_response,
+)
 from .render import (
     render_message,
     render_prompt,
     render_refusal,
+    render_refused_edit,
     render_reminder_comment,
     render_settled_prompt,
     render_turned_away,
@@ -214,6 +224,13 @@ class GithubChannel:
             return message_item(address, reply.text or "", ref=reply.ref)
         prompt = replied_to(shown_requests(rt, self.name, address), reply.comment_id)
         response = reply_response(reply, prompt) if prompt is not None else None
+        if isinstance(response, InputResponse) and response.input is not None and prompt is not None:
+            problems = edit_problems(rt, response.request_id, response.input)  # checked against the tool now
+            response = RefusedEdit(prompt, problems) if problems else response
+        if isinstance(response, RefusedEdit):
+            notice = {"repository": reply.repository, "issue": reply.issue,
+                      "text": render_refused_edit(reply.login, response.request, response.problems)}
+            return ignored_item("edit-refused", ref=reply.ref, notice=notice, once=f"edit:{reply.comment_id}")
         return responses_item([response], ref=reply.ref) if response is not None else None
 
 

@@ -3,12 +3,14 @@
 Only `issue_comment` with `action: created` can ask anything (on `edited` the sender may be an admin editing
 someone else's words). Bots, our own user and our own App never ask anything, so the bot's prompts read back
 are inert. Quoted lines (`> ...`) are someone else's words and are skipped. A reply is a comment whose first
-line is `/approve`, `/deny [note]` or `/answer <number|label|text>`; a comment that mentions the bot is a
-message to the session of its issue or pull request (`@bot /approve` is the command).
+line is `/approve [field=value ...] [note]`, `/deny [note]` or `/answer <number|label|text>`; a comment that
+mentions the bot is a message to the session of its issue or pull request (`@bot /approve` is the command).
+`/approve amount=20` approves an editable request with those fields changed, each typed by the request's schema.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engine.edits import Problem
+from engine.forms import edited, form_fields
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.replies import match_reply
 from engine.requests import option_named
@@ -168,7 +172,7 @@ def read_reply(body: str, bot_login: str) -> tuple[ReplyKind, str | None] | None
     if command:
         name, rest = command.group("command").lower(), command.group("rest").strip()
         if name == "approve":
-            return "approve", None
+            return "approve", rest.splitlines()[0].strip() if rest else None
         if name == "deny":
             return "deny", rest or None
         return ("answer", rest) if rest else None
@@ -177,12 +181,65 @@ def read_reply(body: str, bot_login: str) -> tuple[ReplyKind, str | None] | None
     return None
 
 
-def reply_response(reply: CommentReply, request: InputRequestOut) -> InputResponse | None:
-    """What a command answers to the prompt it replies to (`/answer` follows DESIGN.md rule 6); None when it
-    does not fit that request (`/approve` to a question, a number it does not have)."""
+FIELD = re.compile(r"""(?P<name>[A-Za-z_][\w.-]*)=(?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s"']\S*|)(?=\s|$)""")
+"""One `name=value` of an `/approve`: the value bare, or quoted (`note="two words"`, `meta='{"a": 1}'`)."""
+
+
+@dataclass(frozen=True)
+class RefusedEdit:
+    """An `/approve name=value ...` that cannot be applied to the prompt it replies to: nothing is approved."""
+
+    request: InputRequestOut
+    problems: list[Problem]
+
+
+def approve_fields(text: str | None) -> tuple[dict[str, str], str]:
+    """The leading `name=value` words of an `/approve` line, and what follows them (a note for people)."""
+    fields, rest = {}, (text or "").strip()
+    while (found := FIELD.match(rest)) is not None:
+        fields[found.group("name")] = field_value(found.group("value"))
+        rest = rest[found.end():].lstrip()
+    return fields, rest
+
+
+def field_value(value: str) -> str:
+    """A value as written, its quotes taken off (a double-quoted one read as a JSON string: `\\"` is `"`)."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1]
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            return str(json.loads(value))
+        except ValueError:
+            return value[1:-1]
+    return value
+
+
+def edit_response(request: InputRequestOut, fields: dict[str, str]) -> InputResponse | RefusedEdit:
+    """An approve with the fields typed into the proposed input by the request's schema, or why it cannot be."""
+    if not request.editable or request.action is None:
+        return RefusedEdit(request, [{"field": "input", "problem": "this request cannot be edited; reply `/approve` "
+                                                                   "to approve it as proposed"}])
+    data, problems = edited(form_fields(request.action.input_schema), request.action.input, dict(fields))
+    if problems:
+        return RefusedEdit(request, problems)
+    return InputResponse(request_id=request.request_id, option_id="approve", input=data)
+
+
+def reply_response(reply: CommentReply, request: InputRequestOut) -> InputResponse | RefusedEdit | None:
+    """What a command answers to the prompt it replies to (`/answer` follows DESIGN.md rule 6; `/approve` with
+    fields, an edited approve or why not); None when it does not fit that request (`/approve` to a question,
+    a number it does not have)."""
     ids = {option.id for option in request.options}
     if reply.kind == "approve" and "approve" in ids:
-        return InputResponse(request_id=request.request_id, option_id="approve")
+        fields, note = approve_fields(reply.text)
+        named = set(request.action.input) | {f.name for f in form_fields(request.action.input_schema)} \
+            if request.action is not None else set()
+        stray = [name for name in re.findall(r"([A-Za-z_][\w.-]*)=", note) if name in named]
+        if stray:  # `/approve but amount=20`: never approved as proposed when a change was asked for
+            return RefusedEdit(request, [{"field": name, "problem": "write the fields to change right after /approve"}
+                                         for name in stray])
+        return edit_response(request, fields) if fields else InputResponse(request_id=request.request_id,
+                                                                           option_id="approve")
     deny = option_named(ids, "deny")
     if reply.kind == "deny" and deny is not None:
         return InputResponse(request_id=request.request_id, option_id=deny, text=reply.text)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 from engine.channels import QueuePosition, render_reminder, render_settled, render_text
+from engine.edits import Problem
+from engine.forms import form_fields
 from engine.protocol import InputRequestOut, Principal
 
 MAX_BODY = 65_000
@@ -31,6 +33,10 @@ def fit(text: str) -> str:
 
 def how_to_answer(request: InputRequestOut) -> str:
     if request.kind == "tool-approval":
+        fields = form_fields(request.action.input_schema) if request.editable and request.action else []
+        if fields:
+            return (f"Reply `/approve`, `/approve {fields[0].name}=<value>` to change fields first (as `name=value`, "
+                    "right after `/approve`), or `/deny <note>`.")
         return "Reply `/approve` or `/deny <note>`."
     own_words = " or `/answer <your own words>`" if request.allow_freeform else ""
     return f"Reply `/answer <n>`{own_words}."
@@ -65,6 +71,13 @@ def render_refusal(request: InputRequestOut, responder: Principal, reason: str) 
     login = responder.attributes.get("login")
     who = f"@{login}" if login else responder.display_name
     return fit(f"{who} " + quiet_mentions(f"your answer to “{request.prompt}” was not accepted: {reason}"))
+
+
+def render_refused_edit(login: str, request: InputRequestOut, problems: list[Problem]) -> str:
+    """The reply to an `/approve` whose fields do not fit: nothing was approved, and why."""
+    listed = "; ".join(f"`{p['field']}`: {p['problem']}" for p in problems)
+    return fit(f"@{login} " + quiet_mentions(f"your `/approve` of “{request.prompt}” was not applied, and nothing was "
+                                             f"approved: {listed}"))
 
 
 def render_turned_away(login: str, floor: str | None) -> str:

@@ -6,16 +6,20 @@ from .client import BotToken, BotTokens, InstalledBots, SlackClient
 from .errors import SlackApiError, SlackError, SlackParseError, SlackVerificationError
 from .parse import (
     ANSWER_VIEW,
+    EDIT_VIEW,
     Click,
+    EditSubmission,
     Said,
     Typed,
     Where,
+    edited_input,
     parse_block_actions,
+    parse_edit_submission,
     parse_mention,
     parse_message,
     parse_view_submission,
 )
-from .render import answer_modal
+from .render import answer_modal, edit_modal, modal_errors
 from .verify import verify_slack_signature
 
 __all__ = [
@@ -23,6 +27,8 @@ __all__ = [
     "BotToken",
     "BotTokens",
     "Click",
+    "EDIT_VIEW",
+    "EditSubmission",
     "InstalledBots",
     "Said",
     "SlackApiError",
@@ -34,7 +40,11 @@ __all__ = [
     "Typed",
     "Where",
     "answer_modal",
+    "edit_modal",
+    "edited_input",
+    "modal_errors",
     "parse_block_actions",
+    "parse_edit_submission",
     "parse_mention",
     "parse_message",
     "parse_view_submission",

@@ -15,7 +15,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.protocol import Principal
+from engine.edits import Problem
+from engine.forms import FormField, edited, form_fields
+from engine.protocol import InputRequestOut, Principal
 
 from .body import Id
 from .errors import SlackParseError
@@ -24,6 +26,12 @@ ACTION_PREFIX = "hitl|"
 ANSWER_VIEW = "hitl|answer"
 """The `callback_id` of the "Type an answer" modal."""
 ANSWER_BLOCK, ANSWER_INPUT = "answer", "text"
+EDIT_VIEW = "hitl|edit"
+"""The `callback_id` of an editable approval's "Edit" modal."""
+EDIT_FIELD, EDIT_INPUT, WHOLE_INPUT = "field|", "value", "input"
+"""The edit modal's input blocks: `field|<property>` (or `input`, the whole input as JSON), each element `value`."""
+WHOLE = FormField(WHOLE_INPUT, "Input (JSON)", "json", True)
+"""The one field of an input whose schema names no properties."""
 HANDLED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 """Message subtypes that are a person writing (also sent to the channel, or with a file attached); edits, joins,
 bot posts and the like are ignored."""
@@ -252,8 +260,9 @@ class BlockActions(Interaction):
 
 @dataclass(frozen=True)
 class Click:
-    """A person used a control of a request's card: picked option number `position`, or asked to type (None);
-    `thread_ts` is the card's thread ("" for a card outside one)."""
+    """A person used a control of a request's card: picked option number `position`, or (None) asked for a
+    modal, to type an answer (`control` "type") or to edit an approval's input ("edit"); `thread_ts` is the
+    card's thread ("" for a card outside one)."""
 
     external_id: str
     principal: Principal
@@ -261,6 +270,7 @@ class Click:
     position: int | None
     channel_id: str | None
     trigger_id: str | None
+    control: str = ""
     thread_ts: str = ""
 
 
@@ -273,11 +283,15 @@ def parse_block_actions(body: dict[str, Any]) -> Click:
     if f"{prefix}|" != ACTION_PREFIX or not request_id or not control:
         raise SlackParseError(f"not one of this gateway's controls: {action.action_id!r}")
     value = action.selected_option.value if action.selected_option else action.value
-    position = None if control == "type" else option_number(value)
+    position = None if control in MODALS else option_number(value)
     channel = payload.container.channel_id or (payload.channel.id if payload.channel else None)
     thread = payload.message.thread_ts if payload.message else None
     return Click(f"{action.action_ts}:{payload.user.id}:{action.action_id}", payload.principal(channel),
-                 request_id, position, channel, payload.trigger_id, thread or "")
+                 request_id, position, channel, payload.trigger_id, control, thread or "")
+
+
+MODALS = ("type", "edit")
+"""The controls that open a modal instead of picking an option."""
 
 
 def option_number(value: str | None) -> int:
@@ -288,6 +302,16 @@ def option_number(value: str | None) -> int:
 
 class InputValue(Payload):
     value: str | None = None
+    selected_option: SelectedOption | None = None
+    selected_options: list[SelectedOption] | None = None
+
+    @property
+    def given(self) -> str | bool | None:
+        """What the person left in the element: a checkbox group's whether any is ticked, a select's value, a
+        text or number box's text (None when empty)."""
+        if self.selected_options is not None:
+            return bool(self.selected_options)
+        return self.selected_option.value if self.selected_option else self.value
 
 
 class ViewState(Payload):
@@ -323,6 +347,59 @@ def parse_view_submission(body: dict[str, Any]) -> Typed:
     if payload.view.callback_id != ANSWER_VIEW or not request_id or answer is None or not answer.value:
         raise SlackParseError("not a submitted answer of this gateway's modal")
     return Typed(f"view:{payload.view.id}", payload.principal(channel or None), request_id, answer.value)
+
+
+@dataclass(frozen=True)
+class EditSubmission:
+    """A person's edit of an approval's input, from its "Edit" modal: what each field holds (by property name; a
+    checkbox as True/False), or the whole input's JSON text."""
+
+    external_id: str
+    principal: Principal
+    request_id: str
+    values: dict[str, str | bool | None]
+    whole: str | None
+
+
+def parse_edit_submission(body: dict[str, Any]) -> EditSubmission:
+    payload = model(ViewSubmission, body)
+    request_id, _, channel = payload.view.private_metadata.partition("|")
+    if payload.view.callback_id != EDIT_VIEW or not request_id:
+        raise SlackParseError("not a submitted edit of this gateway's modal")
+    values: dict[str, str | bool | None] = {}
+    whole = None
+    for block_id, elements in payload.view.state.values.items():
+        element = elements.get(EDIT_INPUT)
+        if element is None:
+            continue
+        if block_id == WHOLE_INPUT:
+            whole = element.value
+        elif block_id.startswith(EDIT_FIELD):
+            values[block_id.removeprefix(EDIT_FIELD)] = element.given
+    return EditSubmission(f"view:{payload.view.id}", payload.principal(channel or None), request_id, values, whole)
+
+
+def edited_input(submission: EditSubmission, request: InputRequestOut) -> tuple[dict[str, Any], list[Problem]]:
+    """The input a submitted edit approves, typed by the request's schema, with what could not be typed. A
+    checkbox left as the modal showed it leaves its property as proposed (unticked is not "set to false")."""
+    proposed = request.action.input if request.action is not None else {}
+    fields = form_fields(request.action.input_schema if request.action is not None else None)
+    if not fields:  # the whole input, as JSON
+        whole, problems = edited([WHOLE], {}, {WHOLE.name: submission.whole})
+        if not problems and not isinstance(whole.get(WHOLE.name), dict):
+            problems = [{"field": WHOLE.name, "problem": "expected a JSON object"}]
+        return (proposed, problems) if problems else (whole[WHOLE.name], [])
+    given: dict[str, str | None] = {}
+    for field in fields:
+        if field.name not in submission.values:
+            continue  # not in the modal (too long to edit there): as proposed
+        value = submission.values[field.name]
+        if isinstance(value, bool):
+            if value != (proposed.get(field.name, field.default) is True):
+                given[field.name] = str(value).lower()
+        else:
+            given[field.name] = value
+    return edited(fields, proposed, given)
 
 
 M = TypeVar("M", bound=BaseModel)

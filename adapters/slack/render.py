@@ -13,9 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from engine.channels import Reminder
+from engine.edits import Problem
+from engine.forms import FormField, form_fields
 from engine.protocol import InputRequestOut, Option, Principal, app_reason
 
-from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW
+from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW, EDIT_FIELD, EDIT_INPUT, EDIT_VIEW, WHOLE
 
 MARKER = "…"
 # Block Kit limits (https://docs.slack.dev/reference/block-kit)
@@ -29,7 +31,12 @@ CONFIRM_TITLE = 100
 CONFIRM_TEXT = 300
 CONFIRM_BUTTON = 30
 MODAL_TITLE = 24
+MODAL_BLOCKS = 100
 INPUT_LABEL = 2000
+INPUT_TEXT = 3000
+CHECKBOX_TEXT = 75
+OPTION_VALUE = 150
+ERROR_TEXT = 150
 MESSAGE_TEXT = 40000
 # Readability, well inside the limits above (a field holds 2000)
 INPUT_KEY = 100
@@ -126,7 +133,11 @@ def readable(value: Any) -> str:
 def controls(request: InputRequestOut) -> list[dict[str, Any]]:
     """Buttons for an approval or a session limit; for a question, a menu of its options and a way to type."""
     if request.kind != "question":
-        return [button(request, number, option) for number, option in enumerate(request.options, start=1)]
+        buttons = [button(request, number, option) for number, option in enumerate(request.options, start=1)]
+        if request.editable and request.action is not None:  # Edit, beside Approve
+            buttons.insert(1, {"type": "button", "action_id": action_id(request, "edit"),
+                               "text": plain("Edit", BUTTON_TEXT), "value": "edit"})
+        return buttons
     elements = [menu(request)] if request.options else []
     if request.allow_freeform:
         elements.append({"type": "button", "action_id": action_id(request, "type"),
@@ -191,7 +202,10 @@ def outcome_line(request: InputRequestOut) -> str:
     note = response.get("text")
     if request.outcome == "approved":
         reason = app_reason(request.responder)
-        return reason.capitalize() if reason else f"Approved by {who}"
+        if reason:
+            return reason.capitalize()
+        changes = response.get("changes")
+        return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
     if request.outcome == "denied":
         return f"Denied by {who}" + (f": {fit(note, NOTE)}" if note else "")
     if request.outcome == "answered":
@@ -247,3 +261,94 @@ def answer_modal(request: InputRequestOut, channel_id: str | None) -> dict[str, 
              "element": {"type": "plain_text_input", "action_id": ANSWER_INPUT, "multiline": True}},
         ],
     }
+
+
+# -- an editable approval's "Edit" modal -------------------------------------------------------------------
+
+
+def edit_modal(request: InputRequestOut, channel_id: str | None) -> dict[str, Any]:
+    """One input per top-level property of the request's input schema (text, number, a select for an enum, a
+    checkbox for a boolean, JSON for the rest), filled with the proposed input; submitting approves with it.
+    A value too long for a text box stays as proposed, and the modal says so."""
+    action = request.action
+    data = action.input if action is not None else {}
+    fields = form_fields(action.input_schema if action is not None else None) or [WHOLE]
+    inputs: list[dict[str, Any]] = []
+    kept: list[str] = []
+    for field in fields[: MODAL_BLOCKS - 2]:
+        block = field_block(field, data if field is WHOLE else data.get(field.name, MISSING))
+        if block is None:
+            kept.append(field.title)
+        else:
+            inputs.append(block)
+    notes = ["Approving runs the call with these values, once the gateway checked them against the tool."]
+    if kept:
+        notes.append(f"Too long to edit here, kept as proposed: {fit(', '.join(kept), NOTE)}")
+    return {
+        "type": "modal",
+        "callback_id": EDIT_VIEW,
+        "private_metadata": f"{request.request_id}|{channel_id or ''}",
+        "title": plain("Edit and approve", MODAL_TITLE),
+        "submit": plain("Approve", MODAL_TITLE),
+        "close": plain("Back", MODAL_TITLE),
+        "blocks": [section(fit(request.prompt, SECTION_TEXT)), *inputs,
+                   {"type": "context", "elements": [mrkdwn(note) for note in notes]}],
+    }
+
+
+MISSING = object()
+"""A property the proposed input leaves out."""
+
+
+def field_block(field: FormField, value: Any) -> dict[str, Any] | None:
+    """The input block of one field showing the proposed `value` (MISSING: none, a checkbox then shows the
+    default); None when the value does not fit in a text box."""
+    element: dict[str, Any] = {"action_id": EDIT_INPUT}
+    optional = not field.required
+    present = value is not MISSING and value is not None
+    if field.kind == "boolean":
+        option = {"text": plain(field.title, CHECKBOX_TEXT), "value": "true"}
+        element |= {"type": "checkboxes", "options": [option]}
+        if (field.default if value is MISSING else value) is True:
+            element["initial_options"] = [option]
+        optional = True  # unticked is an answer too
+    elif field.kind == "enum" and len(field.options) <= SELECT_OPTIONS \
+            and all(len(o) <= min(OPTION_TEXT, OPTION_VALUE) for o in field.options):
+        options = [{"text": plain(o, OPTION_TEXT), "value": o} for o in field.options]
+        element |= {"type": "static_select", "options": options, "placeholder": plain("Choose", PLACEHOLDER)}
+        if value in field.options:
+            element["initial_option"] = options[field.options.index(value)]
+    elif field.kind in ("number", "integer"):
+        element |= {"type": "number_input", "is_decimal_allowed": field.kind == "number"}
+        if present and isinstance(value, int | float) and not isinstance(value, bool):
+            element["initial_value"] = json.dumps(value)
+    else:
+        element |= {"type": "plain_text_input", "multiline": field.kind == "json"}
+        if present:
+            text = value if field.kind in ("string", "enum") and isinstance(value, str) else json.dumps(value)
+            if len(text) > INPUT_TEXT:
+                return None
+            element["initial_value"] = text
+    label = f"{field.title} (JSON)" if field.kind == "json" else field.title
+    return {"type": "input", "block_id": field_block_id(field), "label": plain(label, INPUT_LABEL),
+            "element": element, "optional": optional}
+
+
+def field_block_id(field: FormField) -> str:
+    return field.name if field is WHOLE else f"{EDIT_FIELD}{field.name}"
+
+
+def modal_errors(request: InputRequestOut, problems: list[Problem]) -> dict[str, str]:
+    """`response_action: errors` for the edit modal: each problem at its field's input (`items.0.sku` at
+    `items`), one the modal has no input for at the first input, named."""
+    action = request.action
+    fields = form_fields(action.input_schema if action is not None else None) or [WHOLE]
+    ids = {field.name: field_block_id(field) for field in fields}
+    first = next(iter(ids.values()))
+    errors: dict[str, str] = {}
+    for problem in problems:
+        name = problem["field"].split(".")[0]
+        block = ids.get(name, first)
+        said = problem["problem"] if block == ids.get(name) else f"{problem['field']}: {problem['problem']}"
+        errors[block] = cut(f"{errors[block]}; {said}" if block in errors else said, ERROR_TEXT)
+    return errors

@@ -29,8 +29,9 @@ except ImportError:  # require_browser() then skips every test with the reason (
 
 SHOTS = Path(os.environ.get("HITL_SCREENSHOTS") or ROOT / "test-output" / "browser")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-# Chromium logs every 4xx answer; 401 (no key yet) and 403 (a refused response) are part of the story.
-EXPECTED = re.compile(r"Failed to load resource: the server responded with a status of 40[13]\b")
+# Chromium logs every 4xx answer; 401 (no key yet), 403 (a refused response) and 422 (a refused edit) are part
+# of the story.
+EXPECTED = re.compile(r"Failed to load resource: the server responded with a status of (40[13]|422)\b")
 Shot = Callable[[Any, str], None]
 
 

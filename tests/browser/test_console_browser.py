@@ -81,7 +81,7 @@ def test_the_inbox_answers_in_place_and_a_session_page_follows_answers_given_els
     page.goto("/#/inbox")
     card = page.locator("article.card").filter(has_text='"amount": 5')
     expect(card.get_by_role("link", name="refund $5 on ch_1002")).to_be_visible()
-    expect(card.locator(".session-line .meta")).to_have_text("billing-demo · API")
+    expect(card.locator(".session-line .meta")).to_have_text("gateway.demo:agent · API")
     expect(card.get_by_role("button", name="Approve")).to_be_visible()
     shot(page, "1-inbox")
     card.get_by_role("button", name="Approve").click()

@@ -1,5 +1,5 @@
-"""The web console's controls in a real browser: cancelling a turn, answering cards from the keyboard, and reading
-a history longer than a page."""
+"""The web console's controls in a real browser: cancelling a turn, answering cards from the keyboard, editing an
+approval's input, and reading a history longer than a page."""
 
 from __future__ import annotations
 
@@ -92,6 +92,35 @@ def test_enter_in_the_note_denies_with_it(page: Any, shot: Shot) -> None:
     expect(outcome).to_be_focused()
     expect(page.locator(".message.assistant").last).to_contain_text("wrong charge")
     shot(page, "1-denied")
+
+
+def test_edit_an_approval_and_see_the_gateway_refuse_a_field(keyed_page: Any, keyed: str, shot: Shot) -> None:
+    """alice corrects the amount; tags that are not a list are refused by the gateway, at their field."""
+    page = keyed_page
+    message = script([("adjustable_refund", {"charge_id": "ch_1", "amount": 200})], final="refunded")
+    session = requests.post(f"{keyed}/api/sessions", json={"message": message},
+                            headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=10).json()
+    paste_key(page, KEYS["alice"])
+    page.goto(f"/#/sessions/{session['id']}")
+    card = page.locator("article.card").last
+    card.get_by_role("button", name="Edit").click()
+    card.get_by_label("Amount").fill("20")
+    card.get_by_label("Tags").fill('"vip"')
+    card.get_by_role("button", name="Approve with changes").click()
+    tags = card.get_by_label("Tags")
+    expect(tags).to_have_accessible_description("Input should be a valid list")
+    expect(tags).to_have_attribute("aria-invalid", "true")
+    expect(card.locator(".card-notice")).to_contain_text("the edited input does not fit adjustable_refund: tags")
+    shot(page, "1-refused")
+
+    tags.fill('["vip"]')
+    card.get_by_label("Currency").select_option("eur")
+    card.get_by_role("button", name="Approve with changes").click()
+    expect(card.locator(".outcome")).to_have_text(
+        'approved by alice with changes: amount 200 -> 20, currency (unset) -> "eur", tags (unset) -> ["vip"]')
+    expect(page.locator(".message.assistant").last).to_contain_text('"approval": "Approved by alice with changes')
+    shot(page, "2-approved")
+    assert [(e["amount"], e["currency"], e["tags"]) for e in read_ledger()] == [(20, "eur", ["vip"])]
 
 
 def test_a_long_history_shows_its_latest_turns_and_the_earlier_ones_on_request(browser: Any, tmp_path: Path,

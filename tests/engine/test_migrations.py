@@ -25,7 +25,17 @@ from sqlalchemy.engine import make_url
 from engine.db import MIGRATIONS, Database
 from engine.protocol import Principal, api_key_principal
 from engine.storage import JSONType, new_id, pack_id, principal_digest
-from engine.tables import Base, Inbound, InputRequest, Outbox, ResponseCandidate
+from engine.tables import (
+    Base,
+    ExternalRequest,
+    Inbound,
+    InputRequest,
+    Outbox,
+    RequestApprover,
+    ResponseCandidate,
+    Run,
+    Turn,
+)
 from engine.tables import Session as SessionRow
 from tests.support.services import require_postgres
 
@@ -298,3 +308,35 @@ def test_0008_gives_earlier_rows_the_digests_of_their_principals(request: pytest
         responder = session.scalars(select(ResponseCandidate.responder_digest)).one()
     assert digests == {session_id: principal_digest(principal) for session_id, principal in principals.items()}
     assert digests["ses_a"] is not None and responder == principal_digest(carol.wire())
+
+
+def test_0009_a_downgrade_deletes_external_requests_and_keeps_the_agents(migrated: Database) -> None:
+    """External requests have no turn: a schema before 0009 cannot hold them, so going back deletes them (with
+    their candidates); an agent's request stays, and upgrading again gives the same schema."""
+    now = datetime.now(UTC)
+    request = {"session_id": "ses_a", "kind": "question", "prompt": "?", "options": [], "display": "text", "seq": 1,
+               "created_at": now}
+    with migrated.write() as session:
+        for row in (SessionRow(id="ses_a", agent="a", channel="api", address="", initiator=BOB.wire()),
+                    Turn(id="turn_a", session_id="ses_a", seq=1, input="go"),
+                    Run(id="run_a", turn_id="turn_a", seq=1, status="interrupted")):
+            session.add(row)
+            session.flush()  # (no relationships: the unit of work does not order these by their keys)
+        session.add_all([InputRequest(request_id="req_agent", turn_id="turn_a", run_id="run_a", **request),
+                         InputRequest(request_id="req_external", **{**request, "seq": 2})])
+        session.flush()
+        session.add_all([ExternalRequest(request_id="req_external", requester_digest=DIGEST, body_digest=DIGEST,
+                                         idempotency_key="k"),
+                         RequestApprover(request_id="req_external", principal_id="alice"),
+                         ResponseCandidate(request_id="req_external", responder=BOB.wire())])
+
+    command.downgrade(migrated.alembic_config(), "0008")
+
+    with migrated.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM input_requests")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM response_candidates")).scalar() == 0
+        assert "external_requests" not in inspect(conn).get_table_names()
+    migrated.upgrade()
+    assert schema_differences(migrated) == []
+    with migrated.read() as session:
+        assert session.scalars(select(InputRequest.request_id)).all() == ["req_agent"]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,14 +28,9 @@ from tests.conftest import (
     worker_env,
 )
 from tests.support.agent import read_ledger, script, started, wait_for
+from tests.support.services import RedisServer
 
 LEASE = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -198,22 +191,9 @@ def test_a_parked_turn_survives_a_restart_of_every_process(stack: Stack, tmp_pat
 
 @pytest.mark.usefixtures("postgres_url")
 def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -> None:
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.skip("redis-server is not installed")
     truncate_all(postgres_url)
-    port = free_port()
-    redis_url = f"redis://127.0.0.1:{port}/0"
-
-    def start_redis() -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
-        import redis
-
-        wait_for(lambda: _pings(redis.Redis.from_url(redis_url)), timeout=10, what="redis-server")
-        return proc
-
-    redis_proc = start_redis()
+    redis = RedisServer(tmp_path).start()
+    redis_url = redis.url
     queue = f"redisdown-{time.monotonic_ns()}"
     env = worker_env(postgres_url, redis_url, queue, HITL_SWEEP_SECONDS="3600")
     worker = WorkerProcess(env, tmp_path / "worker.log")
@@ -223,8 +203,7 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
         sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 8})]))
         [pending] = stack.pending(sid)
         worker.kill(15)
-        redis_proc.terminate()
-        redis_proc.wait(10)
+        redis.stop()
 
         result = stack.answer(pending["requestId"], "approve", settle=False)
 
@@ -232,7 +211,7 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
         assert stack.turn(sid)["status"] == "queued"
         assert read_ledger() == []
 
-        redis_proc = start_redis()
+        redis.start()
         worker = WorkerProcess(env, tmp_path / "worker2.log")
         real_clock = stack.rt.clock
         stack.rt.clock = lambda: real_clock() + timedelta(seconds=60)
@@ -244,16 +223,8 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
         assert len([e for e in read_ledger() if e["tool"] == "refund"]) == 1
     finally:
         worker.kill(15)
-        redis_proc.terminate()
-        redis_proc.wait(10)
+        redis.stop()
         stack.close()
-
-
-def _pings(client: object) -> bool:
-    try:
-        return bool(client.ping())  # type: ignore[attr-defined]
-    except Exception:
-        return False
 
 
 def closed_but_waiting(stack: Stack) -> tuple[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import pytest
 
 from engine import runner
 from engine.queries import events_after
+from engine.runtime import Runtime
+from engine.sessions import open_session
 from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
 
@@ -87,3 +90,32 @@ def test_an_argument_the_tool_does_not_take_is_invalid_input_not_an_approval_of_
     assert error == {"code": "INVALID_INPUT",
                      "message": "invalid input for refund: currency: Extra inputs are not permitted"}
     assert read_ledger() == []
+
+
+class Dropped:
+    """An executor that loses every job: the turn stays queued until a test runs it."""
+
+    def submit(self, runtime: Runtime, job: str, args: list[Any], job_id: str, outbox_id: int) -> None:
+        pass
+
+    def waiting_since(self) -> datetime | None:
+        return None
+
+
+def test_a_turn_runs_only_with_the_agent_its_session_records(local: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    """A process whose HITL_AGENT differs (a shell without it, a worker set up apart) leaves the turn to one that
+    has the session's agent, instead of running it with tools and policies that are not the session's."""
+    elsewhere = Runtime(local.rt.db, local.rt.agent, Dropped(), agent_spec="elsewhere.agents:agent")
+    opened = open_session(elsewhere, None, message=script([("lookup", {"order_id": "o-1"})]))
+    assert opened.turn_id is not None and local.history(opened.session_id)["agent"] == "elsewhere.agents:agent"
+
+    runner.run_turn(local.rt, opened.turn_id)  # HITL_AGENT=tests.support.agent:agent
+
+    assert local.turn(opened.session_id)["status"] == "queued" and read_ledger() == []
+    assert (f"turn {opened.turn_id}: its session runs agent elsewhere.agents:agent and this process "
+            "tests.support.agent:agent: left queued") in caplog.text
+
+    runner.run_turn(elsewhere, opened.turn_id)
+
+    assert local.turn(opened.session_id)["status"] == "completed"
+    assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-1"]

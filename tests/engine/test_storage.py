@@ -39,7 +39,7 @@ def test_an_approval_stores_its_principals_action_and_options_compactly(stack: S
                                                                               SessionRow.id == sid)
     assert request["options"] == [{**APPROVE, "description": None}, {**DENY, "description": None}]
     assert request["action"] == {"kind": "tool-call", "callId": request["action"]["callId"], "toolName": "refund",
-                                 "input": {"charge_id": "ch_1", "amount": 20}}
+                                 "input": {"charge_id": "ch_1", "amount": 20}, "inputSchema": None}
     assert stack.history(sid)["initiator"] == alice
     with stack.rt.db.read() as db:  # a session opened without an address stores none, and shows one
         assert db.scalar(select(SessionRow.stored_address).where(SessionRow.id == sid)) == ""

@@ -976,7 +976,8 @@ def test_a_web_process_starts_while_postgres_is_down_and_healthz_says_so(caplog:
     try:
         response = app.test_client().get("/healthz")
     finally:
-        app.extensions["hitl-sweeper"].stop()  # embedded mode: its sweeps would fail on, and say so
+        for thread in app.extensions["hitl-background"]:  # embedded mode: they would fail on, and say so
+            thread.stop()
         app.extensions["hitl"].db.dispose()
 
     assert time.monotonic() - started < 10, "a dead PostgreSQL must not hang start-up or the health check"

@@ -49,13 +49,13 @@ def test_entries_name_a_principal_and_a_role(env: pytest.MonkeyPatch, value: str
 
 
 @pytest.mark.parametrize(("value", "problem"), [
-    ("short-key=alice", "HITL_API_KEYS: Value error, the key of entry 1 is shorter than 24 characters"),
-    (f"{KEY}=alice,{OTHER}", "HITL_API_KEYS: Value error, entries look like key=principalId or key=principalId:role "
+    ("short-key=alice", "HITL_API_KEYS: the key of entry 1 is shorter than 24 characters"),
+    (f"{KEY}=alice,{OTHER}", "HITL_API_KEYS: entries look like key=principalId or key=principalId:role "
                              "(role: operator, user or agent), and entry 2 does not"),
-    (f"{KEY}=", "HITL_API_KEYS: Value error, entries look like"),
-    (f"{KEY}=:operator", "HITL_API_KEYS: Value error, entries look like"),
-    (f"{KEY}=alice,{KEY}=bob", "Value error, HITL_API_KEYS entry 2 holds the same key as HITL_API_KEYS entry 1"),
-    (f"sha256:{'0' * 63}=alice", "HITL_API_KEYS: Value error, the key of entry 1 starts with sha256: but is not "
+    (f"{KEY}=", "HITL_API_KEYS: entries look like"),
+    (f"{KEY}=:operator", "HITL_API_KEYS: entries look like"),
+    (f"{KEY}=alice,{KEY}=bob", "HITL_API_KEYS entry 2 holds the same key as HITL_API_KEYS entry 1"),
+    (f"sha256:{'0' * 63}=alice", "HITL_API_KEYS: the key of entry 1 starts with sha256: but is not "
                                  "64 hex digits after it"),
 ])
 def test_a_bad_entry_stops_start_up_naming_it_never_its_key(env: pytest.MonkeyPatch, value: str,
@@ -104,7 +104,7 @@ def test_a_bad_key_file_stops_start_up_naming_the_line(env: pytest.MonkeyPatch, 
     with pytest.raises(ConfigurationError) as raised:
         load_settings()
 
-    assert str(raised.value).startswith(f"bad settings: HITL_API_KEYS_FILE: Value error, {problem}"), raised.value
+    assert str(raised.value).startswith(f"bad settings: HITL_API_KEYS_FILE: {problem}"), raised.value
     assert KEY not in str(raised.value) and "tiny" not in str(raised.value)
 
 
@@ -118,6 +118,6 @@ def test_a_key_in_both_places_or_a_missing_file_stops_start_up(env: pytest.Monke
         load_settings()
 
     env.setenv("HITL_API_KEYS_FILE", str(tmp_path / "nope"))
-    with pytest.raises(ConfigurationError, match=r"HITL_API_KEYS_FILE: Value error, the file cannot be read \(No "
+    with pytest.raises(ConfigurationError, match=r"HITL_API_KEYS_FILE: the file cannot be read \(No "
                                                  r"such file or directory\)"):
         load_settings()

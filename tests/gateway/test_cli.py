@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,68 +15,20 @@ import pytest
 from sqlalchemy import create_engine, inspect, select, text, update
 from sqlalchemy.engine import make_url
 
+from engine import defaults
 from engine.db import Database
-from engine.executors import InlineExecutor
-from engine.runtime import ExecutorUnavailable, Runtime, current
+from engine.runtime import ExecutorUnavailable, Runtime
 from engine.sessions import open_session
 from engine.tables import Base, Outbox, Turn, utcnow
-from gateway.cli import main
-from tests.conftest import ROOT, TEST_AGENT, Stack, sqlite_settings
+from tests.conftest import ROOT, Stack, sqlite_settings
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
+from tests.support.cli import migrated, run_hitl
 from tests.support.services import require_postgres
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
 OPERATOR_OPS = {"authenticator": "operator", "issuer": "hitl", "principalType": "user", "principalId": "ops",
                 "attributes": {}}
-
-
-class Outcome:
-    """What one `hitl ...` run did: its exit status, what it printed, and the message it exited with."""
-
-    def __init__(self, code: int, out: str, err: str, message: str) -> None:
-        self.code, self.out, self.err, self.message = code, out, err, message
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-@pytest.fixture
-def hitl(capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str) -> Outcome:
-        capsys.readouterr()
-        code, message = 0, ""
-        try:
-            main(list(argv))
-        except SystemExit as exc:
-            if isinstance(exc.code, str):
-                code, message = 1, exc.code
-            else:
-                code = exc.code or 0
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err, message)
-
-    return run
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The CLI's environment: a SQLite file of its own, the test agent, no Redis."""
-    database = tmp_path / "hitl.db"
-    for name in ("REDIS_URL", "HITL_API_KEYS", "HITL_QUEUE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
-    monkeypatch.setenv("HITL_AGENT", TEST_AGENT)
-    return database
-
-
-@pytest.fixture
-def embedded(env: Path, tmp_path: Path) -> Iterator[Stack]:
-    """The app over the CLI's database (sqlite_settings names the same file), to set up conversations."""
-    built = Stack("sqlite", sqlite_settings(tmp_path))
-    assert built.settings.database_url == os.environ["DATABASE_URL"]
-    yield built
-    built.close()
 
 
 def refunds() -> list[dict[str, Any]]:
@@ -104,11 +55,6 @@ def test_db_upgrade_creates_the_tables(hitl: Any, env: Path) -> None:
     assert "latest revision" in done.out
     assert set(Base.metadata.tables) | {"alembic_version"} <= table_names(os.environ["DATABASE_URL"])
     assert hitl("db", "upgrade").code == 0  # a second run is a no-op
-
-
-def run_hitl(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
 
 
 def test_db_upgrade_as_a_process_on_sqlite(tmp_path: Path) -> None:
@@ -240,17 +186,13 @@ def test_requests_lists_the_inbox(hitl: Any, embedded: Stack) -> None:
 
 
 def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any, embedded: Stack) -> None:
-    sid, _ = embedded.start(REFUND)
+    sid, turn_id = embedded.start(REFUND)
     [request] = embedded.pending(sid)
 
     done = hitl("answer", request["requestId"], "approve", "--as", "ops")
 
-    assert done.code == 0, done.message
-    result = done.json()
-    assert (result["requestId"], result["status"]) == (request["requestId"], "settled")
-    assert result["request"]["outcome"] == "approved"
-    assert result["request"]["responder"] == OPERATOR_OPS
-    # no waiting here: the command ran the resumed turn before it returned
+    assert (done.code, done.out) == (0, f"approved {request['requestId']} as ops; turn {turn_id} resumes\n")
+    embedded.settle()  # the serving process took the turn before the command returned; it runs it there
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
     assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
@@ -264,11 +206,15 @@ def test_answer_deny_with_a_note(hitl: Any, embedded: Stack) -> None:
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
 
-    done = hitl("answer", request["requestId"], "deny", "--note", "no", "--as", "ops")
+    done = hitl("answer", request["requestId"], "deny", "--note", "no", "--as", "ops", "--json")
 
     assert done.code == 0, done.message
-    assert done.json()["request"]["outcome"] == "denied"
-    assert done.json()["request"]["response"] == {"optionId": "deny", "text": "no"}
+    result = done.json()  # the API's document
+    assert (result["requestId"], result["status"]) == (request["requestId"], "settled")
+    assert result["request"]["outcome"] == "denied"
+    assert result["request"]["response"] == {"optionId": "deny", "text": "no"}
+    assert result["request"]["responder"] == OPERATOR_OPS
+    embedded.settle()
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
     assert "Denied by ops: no" in turn["result"]
@@ -279,6 +225,7 @@ def test_answering_a_closed_request_fails_and_changes_nothing(hitl: Any, embedde
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
     assert hitl("answer", request["requestId"], "approve", "--as", "ops").code == 0
+    embedded.settle()
     events = len(embedded.events(sid))
 
     again = hitl("answer", request["requestId"], "cancel", "--as", "ops")
@@ -311,19 +258,25 @@ def test_a_bad_answer_fails_and_the_request_stays_open(hitl: Any, embedded: Stac
 
 
 def test_answering_an_unknown_request_fails(hitl: Any, env: Path) -> None:
+    migrated(env)
     done = hitl("answer", "req_nope", "approve", "--as", "ops")
     assert done.code != 0
     assert "req_nope" in done.message
 
 
-def test_answer_needs_an_operator_name(hitl: Any, embedded: Stack) -> None:
-    sid, _ = embedded.start(REFUND)
+def test_answer_without_a_name_answers_as_the_local_operator_as_the_console_does(hitl: Any, embedded: Stack) -> None:
+    sid, turn_id = embedded.start(REFUND)
     [request] = embedded.pending(sid)
-    assert hitl("answer", request["requestId"], "approve").code != 0
     for blank in ("", "   "):  # the audit trail would say "approved by" no one
         done = hitl("answer", request["requestId"], "approve", "--as", blank)
         assert done.code != 0 and "--as" in done.err, blank
     assert len(embedded.pending(sid)) == 1
+
+    done = hitl("answer", request["requestId"], "approve")
+
+    assert (done.code, done.out) == (0, f"approved {request['requestId']} as local; turn {turn_id} resumes\n")
+    embedded.settle()
+    assert embedded.turn(sid)["requests"][0]["responder"] == {**OPERATOR_OPS, "principalId": "local"}
 
 
 def test_a_refused_operator_answer_exits_non_zero(hitl: Any, embedded: Stack) -> None:
@@ -331,9 +284,10 @@ def test_a_refused_operator_answer_exits_non_zero(hitl: Any, embedded: Stack) ->
     sid, _ = embedded.start(script([("payout", {"amount": 3})]))
     [request] = embedded.pending(sid)
 
-    done = hitl("answer", request["requestId"], "approve", "--as", "ops")
+    done = hitl("answer", request["requestId"], "approve", "--as", "ops", "--json")
 
     assert done.code != 0
+    assert done.message == f"hitl: ops may not answer {request['requestId']}: only bob may approve payouts"
     assert done.json()["status"] == "refused"
     assert done.json()["reason"] == "only bob may approve payouts"
     assert len(embedded.pending(sid)) == 1
@@ -352,7 +306,8 @@ class LostJobs:
         return None  # it cannot tell: the outbox sweep pushes after its interval
 
 
-def test_sweep_recovers_a_lost_turn_and_prints_a_json_report(hitl: Any, env: Path) -> None:
+def test_sweep_recovers_a_lost_turn_and_prints_a_json_report(hitl: Any, env: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     assert hitl("db", "upgrade").code == 0
     db = Database(os.environ["DATABASE_URL"])
     try:
@@ -365,16 +320,19 @@ def test_sweep_recovers_a_lost_turn_and_prints_a_json_report(hitl: Any, env: Pat
     finally:
         db.dispose()
 
-    done = hitl("sweep")
+    monkeypatch.setattr(defaults, "HAND_OVER_POLL_SECONDS", 0.05)
+    server = Stack("sqlite", sqlite_settings(tmp_path))  # the serving process the sweep hands the turn over to
+    try:
+        done = hitl("sweep")
 
-    assert done.code == 0, done.message
-    report = done.json()
-    # the turn's job is in the outbox: pushed again from its row, not given a second job
-    assert (report["requeued"], report["pushed"], report["recovered"], report["resumed"]) == (0, 1, 0, 0)
-    assert sum(report.values()) == 1
-    executor = current().executor  # the command's own embedded executor, still running the recovered turn
-    assert isinstance(executor, InlineExecutor)
-    assert executor.join()
+        assert done.code == 0, done.message
+        report = done.json()
+        # the turn's job is in the outbox: pushed again from its row, not given a second job
+        assert (report["requeued"], report["pushed"], report["recovered"], report["resumed"]) == (0, 1, 0, 0)
+        assert sum(report.values()) == 1
+        server.settle()
+    finally:
+        server.close()
     assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-9"]
     db = Database(os.environ["DATABASE_URL"])
     try:
@@ -403,6 +361,7 @@ def test_worker_without_redis_url_exits_naming_it(hitl: Any, env: Path) -> None:
 @pytest.mark.parametrize("spec", ["nope:agent", "gateway.demo:nope", "gateway.demo", "gateway.demo:CHARGES"])
 def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: pytest.MonkeyPatch,
                                              spec: str) -> None:
+    assert hitl("db", "upgrade").code == 0
     monkeypatch.setenv("HITL_AGENT", spec)
     for argv in (["requests"], ["sweep"], ["answer", "req_x", "approve", "--as", "ops"]):
         done = hitl(*argv)
@@ -414,16 +373,16 @@ def test_a_bad_agent_exits_naming_hitl_agent(hitl: Any, env: Path, monkeypatch: 
     ("HITL_SWEEP_SECONDS", "soon", "HITL_SWEEP_SECONDS: Input should be a valid number"),
     ("HITL_WORKER_CLASS", "thread", "HITL_WORKER_CLASS: String should match pattern"),
     ("HITL_RETENTION_DAYS", "0", "HITL_RETENTION_DAYS: Input should be greater than or equal to 1"),
-    ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: Value error, must be a sqlite:/// or postgresql:// URL"),
+    ("DATABASE_URL", "mysql://db/hitl", "DATABASE_URL: must be a sqlite:/// or postgresql:// URL"),
     ("DATABASE_URL", "postgresql://u:pw@127.0.0.1:notaport/db",
-     "DATABASE_URL: Value error, is not a URL SQLAlchemy can read (is the port a number?)"),
-    ("REDIS_URL", "localhost:6379", "REDIS_URL: Value error, must be a redis://, rediss:// or unix:// URL"),
-    ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: Value error, must be one of read, triage, write, "
+     "DATABASE_URL: is not a URL SQLAlchemy can read (is the port a number?)"),
+    ("REDIS_URL", "localhost:6379", "REDIS_URL: must be a redis://, rediss:// or unix:// URL"),
+    ("GITHUB_MIN_PERMISSION", "owner", "GITHUB_MIN_PERMISSION: must be one of read, triage, write, "
                                        "maintain, admin, none, any"),
-    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,k-2-secret", "HITL_API_KEYS: Value error, entries look like "
+    ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,k-2-secret", "HITL_API_KEYS: entries look like "
      "key=principalId or key=principalId:role (role: operator, user or agent), and entry 2 does not"),
     ("HITL_API_KEYS", "a-secret-key-of-24-chars=alice,short-secret=bob:operator",
-     "HITL_API_KEYS: Value error, the key of entry 2 is shorter than 24 characters"),
+     "HITL_API_KEYS: the key of entry 2 is shorter than 24 characters"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str, value: str, problem: str) -> None:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'hitl.db'}", "REDIS_URL": "", name: value}
@@ -436,17 +395,21 @@ def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path, name: str
     assert "Traceback" not in done.stderr and "secret" not in done.stderr  # an API key is never echoed
 
 
-@pytest.mark.parametrize(("url", "problem"), [
-    ("postgresql://postgres:s3cret@127.0.0.1:1/hitl", "Connection refused"),  # nothing listens on port 1
-    ("sqlite:////nonexistent-folder/hitl.db", "unable to open database file"),
+@pytest.mark.parametrize(("command", "url", "problem"), [
+    ("requests", "postgresql://postgres:s3cret@127.0.0.1:1/hitl", "Connection refused"),  # nothing on port 1
+    ("serve", "postgresql://postgres:s3cret@127.0.0.1:1/hitl", "Connection refused"),
 ])
-def test_a_database_that_cannot_be_used_is_one_line(url: str, problem: str) -> None:
-    done = run_hitl("requests", DATABASE_URL=url, REDIS_URL="")
+def test_a_database_that_cannot_be_used_is_one_line(command: str, url: str, problem: str) -> None:
+    """`hitl serve` too stops at once, where it used to serve 500s and log a traceback every sweep."""
+    argv = [command, "--port=0"] if command == "serve" else [command]
+
+    done = run_hitl(*argv, DATABASE_URL=url, REDIS_URL="", timeout=20)
 
     assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]  # after the log's warning, on PostgreSQL, that it could not check
-    assert last.startswith("hitl: the database of DATABASE_URL cannot be used: "), done.stderr
-    assert problem in last and "Traceback" not in done.stderr and "s3cret" not in done.stderr
+    [line] = done.stderr.strip().splitlines()  # and no warning before it
+    assert line.startswith("hitl: the database of DATABASE_URL cannot be used: "), done.stderr
+    assert problem in line and "s3cret" not in line
+    assert "serving" not in done.stdout
 
 
 def test_a_worker_whose_redis_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
@@ -461,6 +424,7 @@ def test_a_worker_whose_redis_cannot_be_reached_is_one_line(tmp_path: Path) -> N
 
 def test_the_agent_module_is_found_in_the_working_directory_as_the_readme_runs_it(tmp_path: Path) -> None:
     (tmp_path / "myagents.py").write_text("from gateway.demo import agent as billing\n")
+    migrated(tmp_path / "hitl.db")
     script = Path(sys.executable).parent / "hitl"  # the console script: its sys.path does not hold the directory
 
     done = subprocess.run([str(script), "requests"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
@@ -472,6 +436,7 @@ def test_the_agent_module_is_found_in_the_working_directory_as_the_readme_runs_i
 
 
 def test_a_bad_agent_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    migrated(tmp_path / "hitl.db")
     done = run_hitl("requests", DATABASE_URL=f"sqlite:///{tmp_path / 'hitl.db'}", HITL_AGENT="nope:agent",
                     REDIS_URL="")
     assert done.returncode != 0

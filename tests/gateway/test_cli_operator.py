@@ -6,21 +6,20 @@ The CLI and the app share one SQLite file: the app sets up conversations, the CL
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.defaults import HISTORY_TURNS
+from engine.external import NewRequest, open_external_request
 from engine.protocol import api_key_principal
 from engine.runtime import Runtime
 from engine.sessions import open_session
 from engine.settlement import close_request
 from gateway.cli import main
-from tests.conftest import TEST_AGENT, Stack, sqlite_settings
+from tests.conftest import TEST_AGENT, Stack
 from tests.support.agent import read_ledger, script
 from tests.support.history import add_turns
 
@@ -47,16 +46,10 @@ def hitl(capsys: pytest.CaptureFixture[str]) -> Hitl:
 
 
 @pytest.fixture
-def app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
-    """The app over the CLI's database: one SQLite file, the test agent, in-process jobs."""
-    for name in ("REDIS_URL", "HITL_API_KEYS", "HITL_QUEUE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'hitl.db'}")
-    monkeypatch.setenv("HITL_AGENT", TEST_AGENT)
-    built = Stack("sqlite", sqlite_settings(tmp_path))
-    assert built.settings.database_url == os.environ["DATABASE_URL"]
-    yield built
-    built.close()
+def app(embedded: Stack) -> Stack:
+    """The app over the CLI's database: one SQLite file, the test agent, in-process jobs; it runs the turns the
+    CLI resumes."""
+    return embedded
 
 
 def ran(tool: str) -> list[dict[str, Any]]:
@@ -118,7 +111,7 @@ def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app:
 
     assert code == 0
     lines = [line.strip() for line in out.splitlines()]
-    assert lines[0].startswith(f"session {sid}  idle  agent test-agent  channel api")
+    assert lines[0].startswith(f"session {sid}  idle  agent {TEST_AGENT}  channel api")  # where it comes from
     assert f"turn 1 {turn_id}  completed  by alice (api-key)" in lines
     assert [line.split()[:3] for line in lines if line.startswith("run ")] == [
         ["run", "1", "interrupted"], ["run", "2", "succeeded"]]
@@ -127,6 +120,21 @@ def test_show_tells_the_story_of_a_refused_then_approved_refund(hitl: Hitl, app:
     assert responses[0].startswith("response from bob (api-key): approve -> rejected (")
     assert responses[1] == "response from alice (api-key): approve -> allowed"
     assert 'call refund {"charge_id": "ch_1", "amount": 20} -> completed' in lines
+
+
+def test_show_lists_the_requests_of_agents_elsewhere_after_the_turns(hitl: Hitl, app: Stack) -> None:
+    opened = open_external_request(app.rt, api_key_principal("bot", "agent"), NewRequest(
+        kind="tool-approval", tool_name="refund_charge", tool_input={"charge": "ch_1"}, approvers=["carol"]))
+    rid, sid = opened.request["requestId"], opened.request["sessionId"]
+    assert hitl("answer", rid, "approve", "--as", "root") == (
+        0, f"approved {rid} as root; the agent that asked it, elsewhere, hears it (its long-poll, its callback)\n")
+
+    code, out = hitl("show", sid)
+
+    lines = [line.strip() for line in out.splitlines()]
+    assert code == 0 and "requests of agents elsewhere (no turn)" in lines
+    assert f"request {rid} tool-approval: Approve refund_charge?  [approved by root (operator)]" in lines
+    assert "response from root (operator): approve -> allowed" in lines
 
 
 def test_show_json_is_the_history_document(hitl: Hitl, app: Stack) -> None:
@@ -158,10 +166,11 @@ def test_answer_text_answers_a_question(hitl: Hitl, app: Stack) -> None:
     sid, _ = app.start(QUESTION)
     [question] = app.pending(sid)
 
-    code, out = hitl("answer", question["requestId"], "--text", "the cheapest", "--as", "ops")
+    code, out = hitl("answer", question["requestId"], "--text", "the cheapest", "--as", "ops", "--json")
 
     assert code == 0
     assert json.loads(out)["request"]["response"] == {"optionId": None, "text": "the cheapest"}
+    app.settle()
     assert '{"status": "answered", "answer": "the cheapest"}' in app.turn(sid)["result"]
 
 
@@ -174,7 +183,7 @@ def test_resume_a_waiting_turn_whose_requests_closed_but_never_resumed(hitl: Hit
     assert app.turn(sid)["status"] == "waiting"
 
     assert hitl("resume", turn_id) == (0, f"turn {turn_id} resumed\n")
-
+    app.settle()  # in the serving process, which took it before the command returned
     assert [call["charge_id"] for call in ran("refund")] == ["ch_1"]
     turn = app.turn(sid)
     assert turn["status"] == "completed"
@@ -182,12 +191,14 @@ def test_resume_a_waiting_turn_whose_requests_closed_but_never_resumed(hitl: Hit
 
 
 def test_resume_a_queued_turn_whose_job_was_lost(hitl: Hitl, app: Stack) -> None:
-    app.rt.executor = LostJobs()
+    executor, app.rt.executor = app.rt.executor, LostJobs()
     opened = open_session(app.rt, api_key_principal("alice"), message=LOOKUP)
+    app.rt.executor = executor
     assert opened.turn_id is not None
     assert app.turn(opened.session_id)["status"] == "queued"
 
     assert hitl("resume", opened.turn_id) == (0, f"turn {opened.turn_id} requeued\n")
+    app.settle()
 
     assert len(ran("lookup")) == 1
     assert app.turn(opened.session_id)["status"] == "completed"

@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import requests
-from flask import Flask
 from werkzeug.serving import make_server
 
 from gateway import cli, stream
@@ -177,9 +177,11 @@ def test_hitl_serve_logs_the_event_stream_without_its_access_token(
     """`hitl serve` logs each request line; an EventSource's key rides in the query, so the log shows it hidden."""
     stack = Stack("sqlite", sqlite_settings(tmp_path))
     options: dict[str, Any] = {}
-    monkeypatch.setattr("gateway.app.create_app", lambda: stack.app)
-    monkeypatch.setattr(Flask, "run", lambda app, **given: options.update(given))
-    cli.cmd_serve(argparse.Namespace(host="127.0.0.1", port=8000))
+    monkeypatch.setenv("DATABASE_URL", stack.settings.database_url)
+    monkeypatch.setattr("gateway.app.create_app", lambda settings, rt: stack.app)
+    monkeypatch.setattr(cli, "make_server", lambda *args, **given: options.update(given) or SimpleNamespace(
+        serve_forever=lambda: None))
+    cli.cmd_serve(argparse.Namespace(host="127.0.0.1", port=0))
     httpd = make_server("127.0.0.1", 0, stack.app, threaded=True, request_handler=options.get("request_handler"))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

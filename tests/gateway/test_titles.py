@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.queries import TITLE_LENGTH
-from tests.conftest import Stack, recorded, sqlite_settings
+from tests.conftest import TEST_AGENT, Stack, recorded, sqlite_settings
 from tests.support.agent import script
 
 REFUND = script([("refund", {"charge_id": "ch_1", "amount": 20})])
@@ -41,10 +41,10 @@ def test_sessions_and_requests_carry_the_title_of_their_session(stack: Stack) ->
 
     [request] = client.get("/api/requests", query_string={"status": "pending"}).get_json()["requests"]
     assert (request["sessionId"], request["title"], request["agent"], request["channel"]) == (
-        parked, long_title, "test-agent", "api")
+        parked, long_title, TEST_AGENT, "api")  # the session's agent, as HITL_AGENT names it
     one = client.get(f"/api/requests/{request['requestId']}").get_json()
     assert {key: one[key] for key in ("title", "agent", "channel")} == {
-        "title": long_title, "agent": "test-agent", "channel": "api"}
+        "title": long_title, "agent": TEST_AGENT, "channel": "api"}
 
 
 def test_titles_cost_no_query_per_row(sqlite_stack: Stack) -> None:

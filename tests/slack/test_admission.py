@@ -23,6 +23,7 @@ from tests.support.fake_slack import FakeSlack
 from tests.support.signing import slack_headers
 
 REFUND = ("refund", {"charge_id": "ch_1", "amount": 5})
+EDITABLE = ("adjustable_refund", {"charge_id": "ch_1", "amount": 200})
 QUESTION = ("ask_question", {"question": "Which color?", "options": [{"label": "Red"}, {"label": "Blue"}]})
 
 
@@ -98,6 +99,25 @@ def test_a_guest_answers_no_question_by_menu_modal_or_reply(slack: Workspace) ->
     assert len(ignored(slack)) == 4
     slack.ok(slack.click("alice", card, "Blue"))
     assert slack.stack.turn(slack.session_of(mention))["requests"][0]["outcome"] == "answered"
+
+
+def test_a_guest_edits_no_approval(slack: Workspace) -> None:
+    """The Edit button opens no modal for a guest, and an edit they submit (from a modal they got hold of) is
+    neither checked nor applied: kept as ignored, the approval still pending."""
+    mention = slack.mention("alice", script([EDITABLE]))
+    [card] = slack.cards(mention)
+    slack.ok(slack.click("guest", card, "Edit"))
+    assert slack.fake.called("views.open") == []
+    slack.ok(slack.click("alice", card, "Edit"))
+    [opened] = slack.fake.called("views.open")
+    submitted = slack.submit_edit("guest", opened.params["view"], {"amount": "20"})
+    assert submitted.status_code == 200 and not submitted.get_data()  # a plain ack: the modal closes
+    slack.ok(slack.submit_edit("guest", opened.params["view"], {"tags": "[vip"}))  # unfit: still no errors shown
+    request = slack.stack.turn(slack.session_of(mention))["requests"][0]
+    assert request["status"] == "pending" and request["candidates"] == [] and read_ledger() == []
+    assert told_guest(slack) == [("C0TEST", mention["ts"])] and len(ignored(slack)) == 3
+    slack.ok(slack.submit_edit("alice", opened.params["view"], {"amount": "20"}))
+    assert [e["amount"] for e in read_ledger()] == [20]
 
 
 def test_external_users_are_heard_when_allowed(request: pytest.FixtureRequest, tmp_path: Path) -> None:

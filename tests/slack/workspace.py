@@ -170,6 +170,20 @@ class Workspace:
                                    "type": "plain_text_input", "value": text}}}})
         return self.send_interaction(payload)
 
+    def submit_edit(self, who: str, view: dict[str, Any], changes: dict[str, str | bool]) -> TestResponse:
+        """`who` changes fields of the "Edit" modal `view` (by property name: a text, an option's value, a
+        checkbox ticked or not) and presses Approve; Slack sends every input as it then is."""
+        values = {}
+        for block in (b for b in view["blocks"] if b["type"] == "input"):
+            element, name = block["element"], block["block_id"].removeprefix("field|")
+            values[block["block_id"]] = {element["action_id"]: modal_value(element, changes.get(name))}
+        payload = fixture("view_submission")
+        payload["user"].update(id=USERS[who], username=who, name=who, team_id=TEAMS[who])
+        payload["view"].update(callback_id=view["callback_id"], private_metadata=view["private_metadata"],
+                               blocks=view["blocks"], id=f"V{self.next_ts().replace('.', '')}",
+                               state={"values": values})
+        return self.send_interaction(payload)
+
     # -- what they see -----------------------------------------------------------------------------------
 
     def thread(self, event: dict[str, Any]) -> list[Message]:
@@ -192,6 +206,19 @@ class Workspace:
     def settle(self) -> None:
         """Wait until every stored item was applied, every job ran and every event reached Slack."""
         self.stack.settle()
+
+
+def modal_value(element: dict[str, Any], changed: str | bool | None) -> dict[str, Any]:
+    """An input's state in a view_submission: as the modal showed it, or `changed`."""
+    kind = element["type"]
+    if kind == "checkboxes":
+        ticked = bool(element.get("initial_options")) if changed is None else changed
+        return {"type": kind, "selected_options": element["options"] if ticked else []}
+    if kind == "static_select":
+        chosen = element.get("initial_option") if changed is None else next(
+            o for o in element["options"] if o["value"] == changed)
+        return {"type": kind, "selected_option": chosen}
+    return {"type": kind, "value": element.get("initial_value") if changed is None else changed}
 
 
 def action(blocks: list[dict[str, Any]], label: str, action_ts: str) -> dict[str, Any]:

@@ -3,20 +3,19 @@
 Its model reads the turn's latest user message as a script: `{"steps": [[{"name": ..., "input": ...}], ...],
 "final": "..."}`; each model call plays the next step, then it answers `final` followed by every tool
 result of the turn, so a test can read what the model saw. A message that is not a script gets
-"noted: <message>". Tools append what they did to the ledger file
-named by HITL_TEST_LEDGER, which the test process and worker processes share.
+"noted: <message>". Tools append what they did to the tool ledger (tests/support/ledger.py), which the test
+process and worker processes share. In a worker of the reliability suite, a tool can be where the worker stops
+to be killed (tests/support/faults.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine import (
     Agent,
@@ -33,13 +32,11 @@ from engine import (
     once,
     tool,
 )
+from tests.support import faults
+from tests.support.ledger import append, read_ledger
 
 MAX_STEPS = 12
 """Model calls per turn before the agent asks whether to continue."""
-
-
-def ledger_path() -> Path:
-    return Path(os.environ.get("HITL_TEST_LEDGER", "/tmp/hitl-test-ledger.jsonl"))
 
 
 def record(tool_name: str, ctx: ToolContext | None, **data: Any) -> None:
@@ -52,15 +49,8 @@ def record(tool_name: str, ctx: ToolContext | None, **data: Any) -> None:
             "responder": ctx.approval.responder.principal_id if ctx.approval else None,
             "note": ctx.approval.note if ctx.approval else None,
         }
-    with ledger_path().open("a") as f:
-        f.write(json.dumps(entry) + "\n")
-
-
-def read_ledger() -> list[dict[str, Any]]:
-    path = ledger_path()
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    append(entry)
+    faults.reach(f"tool:{tool_name}")
 
 
 def script(*steps: list[tuple[str, dict[str, Any]]], final: str = "done", think: bool = False) -> str:
@@ -157,6 +147,21 @@ def deploy(ctx: ToolContext, env: str) -> dict[str, Any]:
     """Deploy (asks once per session)."""
     record("deploy", ctx, env=env)
     return {"deployed": env}
+
+
+@tool(approval=ApprovalPolicy(request=always(), editable=True))
+def adjustable_refund(ctx: ToolContext, charge_id: str, amount: float, currency: Literal["usd", "eur"] = "usd",
+                      notify: bool = False, tags: list[str] | None = None) -> dict[str, Any]:
+    """A refund the approver may edit before approving (always asks)."""
+    record("adjustable_refund", ctx, charge_id=charge_id, amount=amount, currency=currency, notify=notify, tags=tags)
+    return {"refunded": amount, "currency": currency}
+
+
+@tool(approval=once(), editable=True)
+def set_limit(ctx: ToolContext, account: str, limit: int) -> dict[str, Any]:
+    """A limit change asked once per session, editable."""
+    record("set_limit", ctx, account=account, limit=limit)
+    return {"limit": limit}
 
 
 def review(messages: list[dict[str, Any]]) -> ModelReply:
@@ -357,9 +362,11 @@ agent = Agent(
     name="test-agent",
     instructions="You are the test agent.",
     model=ScriptedModel(play),
-    tools=[lookup, refund, deploy, reviewed, custom, custom_async, payout, audited_refund, wire_transfer, slow_refund,
-           slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund, escalated_refund,
-           lenient_refund, nudged_survey,
+    tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
+           wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
+           escalated_refund, lenient_refund, nudged_survey,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )
+
+faults.install()

@@ -2,7 +2,7 @@
 
 Like Bolt's own tests/mock_web_api_server: it records every call with the token it carried, keeps the messages
 it was asked to post (each with every version chat.update made of it) and the ephemeral messages, and can
-answer a method with a 429 (and `Retry-After`) or an error, a given number of times.
+answer a method with a 429 (and `Retry-After`) or an error, a given number of times, or hold a call unanswered.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.support import faults
 from tests.support.fake_http import send_json
 
 TEAM = "T0TEST"
@@ -71,6 +72,9 @@ class FakeSlack:
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     sequence: int = 0
+    held: tuple[str, Callable[[dict[str, Any]], Any]] | None = None
+    """The method whose next call is held, and which of its calls (see `hold`)."""
+    released: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> FakeSlack:
         fake = self
@@ -105,6 +109,8 @@ class FakeSlack:
             self.messages.clear()
             self.ephemerals.clear()
             self.failures.clear()
+            self.held = None
+        self.released.set()
 
     def fail(self, method: str, status: int = 429, error: str = "ratelimited", retry_after: int | None = 3,
              times: int = 1) -> None:
@@ -112,6 +118,17 @@ class FakeSlack:
         Retry-After) and `error`."""
         with self.lock:
             self.failures[method] = Failure(status, error, retry_after if status == 429 else None, times)
+
+    def hold(self, method: str, matching: Callable[[dict[str, Any]], Any] = lambda params: True) -> None:
+        """The next call of `method` whose parameters are `matching` takes effect, is noted in the ledger as the
+        fault point `slack:<method>` (tests/support/faults.py), then gets no answer until `release()`: its caller
+        waits as on a slow network, and a test kills it there."""
+        with self.lock:
+            self.held = (method, matching)
+            self.released.clear()
+
+    def release(self) -> None:
+        self.released.set()
 
     # -- what tests read ---------------------------------------------------------------------------------
 
@@ -151,7 +168,18 @@ class FakeSlack:
         authorization = request.headers.get("Authorization") or ""
         token = authorization.removeprefix("Bearer ") or params.get("token")
         status, headers, answer = self.answer(method, token, params)
+        if self.holding(method, params):
+            faults.note(f"slack:{method}", None)
+            self.released.wait(60)
+            return  # its caller was killed meanwhile: there is nobody to answer
         send_json(request, status, answer, headers)
+
+    def holding(self, method: str, params: dict[str, Any]) -> bool:
+        with self.lock:
+            if self.held is None or self.held[0] != method or not self.held[1](params):
+                return False
+            self.held = None
+            return True
 
     def answer(self, method: str, token: str | None, params: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         with self.lock:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -22,14 +27,20 @@ def require_postgres() -> str:
     from engine.db import normalize_url
 
     url = normalize_url(os.environ.get("HITL_TEST_DATABASE_URL", DEFAULT_DATABASE_URL))
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
-        psycopg.connect(conninfo, connect_timeout=2).close()
+        psycopg.connect(conninfo(url), connect_timeout=2).close()
     except psycopg.Error as exc:
         error = str(exc)
     else:
         return url
     _unavailable(f"PostgreSQL at {make_url(url)!r} is unreachable: {error}")
+
+
+def conninfo(url: str) -> str:
+    """What psycopg connects to for the SQLAlchemy URL `url`."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def require_redis() -> str:
@@ -47,6 +58,51 @@ def require_redis() -> str:
     finally:
         client.close()
     _unavailable(f"Redis at {_without_password(url)} is unreachable: {error}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A throwaway `redis-server` on a free port, without persistence, that a test stops and starts (the machine's
+    shared Redis is never touched)."""
+
+    def __init__(self, directory: Path) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            _unavailable("redis-server is not installed (apt-get install redis-server)")
+        self.command = [server, "--port", str(free_port()), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                        "--dir", str(directory)]
+        self.url = f"redis://127.0.0.1:{self.command[2]}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisServer:
+        import redis
+
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+            finally:
+                client.close()
+        return self
+
+    def stop(self) -> None:
+        """Stop it; whatever it held is gone (as when a Redis without persistence restarts)."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
 
 
 def require_browser() -> str:

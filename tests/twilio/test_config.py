@@ -28,13 +28,21 @@ def app_with(tmp_path: Path, **overrides: Any) -> None:
         pass
 
 
-@pytest.mark.parametrize(("missing", "field"), [("TWILIO_AUTH_TOKEN", "twilio_auth_token"),
-                                                ("TWILIO_FROM", "twilio_from"),
-                                                ("PUBLIC_BASE_URL", "public_base_url")])
-def test_an_account_without_the_rest_fails_at_start_naming_what_is_missing(tmp_path: Path, missing: str,
-                                                                          field: str) -> None:
-    with pytest.raises(ConfigurationError, match=f"TWILIO_ACCOUNT_SID is set but {missing} is not"):
-        app_with(tmp_path, **{field: None})
+@pytest.mark.parametrize(("unset", "message"), [
+    (["twilio_auth_token"], "TWILIO_ACCOUNT_SID, TWILIO_FROM and PUBLIC_BASE_URL are set but TWILIO_AUTH_TOKEN is "
+                            "missing"),
+    (["twilio_from", "public_base_url"], "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN are set but TWILIO_FROM and "
+                                         "PUBLIC_BASE_URL are missing"),
+    (["twilio_account_sid", "twilio_from", "public_base_url"],
+     "TWILIO_AUTH_TOKEN is set but TWILIO_ACCOUNT_SID, TWILIO_FROM and PUBLIC_BASE_URL are missing"),
+])
+def test_half_a_twilio_configuration_fails_at_start_naming_what_is_missing(tmp_path: Path, unset: list[str],
+                                                                          message: str) -> None:
+    """The wording every channel uses: what is set, and each variable missing (any Twilio credential turns the
+    channel on: a token without its account is a mistake, not SMS switched off)."""
+    with pytest.raises(ConfigurationError) as failed:
+        app_with(tmp_path, **dict.fromkeys(unset))
+    assert str(failed.value) == f"Twilio is half configured: {message}"
 
 
 @pytest.mark.parametrize(("field", "value", "named"), [

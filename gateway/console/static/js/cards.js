@@ -2,6 +2,7 @@
 
 import { api } from "./api.js";
 import { channelName, h, jsonBlock, principalName, shortId, when } from "./dom.js";
+import { editControls } from "./edit.js";
 
 const KIND_LABELS = { "tool-approval": "Approval", question: "Question", "session-limit": "Session limit" };
 const MAX_BUTTONS = 5; // a question with more options offers them in a menu
@@ -20,7 +21,8 @@ function appReason(principal) {
 export function outcomeText(request) {
   const by = request.responder ? ` by ${principalName(request.responder)}` : "";
   const note = request.response && request.response.text ? `: ${request.response.text}` : "";
-  if (request.outcome === "approved") return appReason(request.responder) || `approved${by}`;
+  const changes = request.response && request.response.changes ? ` with changes: ${request.response.changes}` : "";
+  if (request.outcome === "approved") return appReason(request.responder) || `approved${by}${changes}`;
   if (request.outcome === "denied") return `denied${by}${note}`;
   if (request.outcome === "answered") return `answered${by}: ${answerText(request)}`;
   return `${request.outcome || "closed"}${by}${note}`;
@@ -32,7 +34,7 @@ function fieldId(card, name) {
 
 function approvalControls(card) {
   const note = h("input", { id: fieldId(card, "note"), type: "text", autocomplete: "off" });
-  return card.request.options.map((option) => {
+  const buttons = card.request.options.map((option) => {
     if (option.style !== "danger") {
       return h("button", { type: "button", class: option.style || "default", onclick: () => card.send({ optionId: option.id }) },
         option.label);
@@ -46,6 +48,11 @@ function approvalControls(card) {
       h("label", { for: note.id }, "Note (optional)"), note,
       h("button", { type: "submit", class: "danger" }, option.label));
   });
+  if (!card.request.editable || !card.request.action) return buttons;
+  // An editable approval: Edit beside Approve, and the form it opens below the controls.
+  const [toggle, form] = editControls(card);
+  const after = card.request.options.findIndex((option) => option.id === "approve") + 1;
+  return [...buttons.slice(0, after), toggle, ...buttons.slice(after), form];
 }
 
 // An option as a button that answers with it; its description shows under its label.
@@ -171,7 +178,7 @@ export class RequestCard {
   }
 
   busy(flag) {
-    for (const control of this.controls.querySelectorAll("button, input, select")) control.disabled = flag;
+    for (const control of this.controls.querySelectorAll("button, input, select, textarea")) control.disabled = flag;
   }
 
   async send(body) {
@@ -195,6 +202,7 @@ export class RequestCard {
   }
 
   async failed(error) {
+    if (error.status === 422 && this.onInvalid) this.onInvalid(error.details);
     if (error.status !== 409) {
       this.say(error.status === 403 ? `refused: ${error.message}` : error.message, "error");
       return;

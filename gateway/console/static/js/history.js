@@ -1,4 +1,5 @@
-// The audit trail per turn: runs (Run 1 paused for input, Run 2 ...), requests with their candidates, tool calls.
+// The audit trail per turn: runs (Run 1 paused for input, Run 2 ...), requests with their candidates, tool calls;
+// then the requests of agents running elsewhere (POST /api/requests), which belong to no turn.
 // The API answers the latest turns; "Show earlier turns" loads the page before the oldest shown.
 
 import { api } from "./api.js";
@@ -14,7 +15,8 @@ function runItem(run) {
 }
 
 function candidateItem(candidate) {
-  const said = [candidate.decision, candidate.text ? `“${candidate.text}”` : ""].filter(Boolean).join(" ");
+  const edited = candidate.input ? `with ${JSON.stringify(candidate.input)}` : "";
+  const said = [candidate.decision, candidate.text ? `“${candidate.text}”` : "", edited].filter(Boolean).join(" ");
   return h("li", {}, `${principalName(candidate.responder)}: ${said || "answer"} → ${candidate.outcome}`,
     candidate.reason ? ` (${candidate.reason})` : "");
 }
@@ -61,6 +63,7 @@ export class History {
 
   // The latest page of the history: its turns replace what was loaded of them; earlier pages stay.
   render(session) {
+    this.external = session.requests; // requests of agents elsewhere: the latest page holds them
     this.add(session);
     this.draw();
   }
@@ -77,7 +80,9 @@ export class History {
   draw() {
     const turns = [...this.turns.values()].sort((a, b) => a.seq - b.seq);
     this.list.replaceChildren(...turns.map((turn) => turnView(turn, this.closed)));
-    if (!turns.length) this.list.append(h("p", { class: "empty" }, "No turns yet."));
+    const external = this.external || [];
+    if (external.length) this.list.append(h("section", { class: "turn" }, part("Requests of agents elsewhere", external.map(requestItem))));
+    if (!turns.length && !external.length) this.list.append(h("p", { class: "empty" }, "No turns yet."));
     this.earlier.hidden = !this.before;
   }
 
