@@ -208,17 +208,16 @@ def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputReques
     ).scalars())
 
 
-def shown_in(session_id: str, turn_id: str | None = None) -> ColumnElement[bool]:
-    """The requests a session shows: its own (those of `turn_id` only, given one) and those escalated to it."""
-    own = InputRequest.turn_id == turn_id if turn_id is not None else InputRequest.session_id == session_id
-    return own | InputRequest.request_id.in_(
+def shown_in(session_id: str) -> ColumnElement[bool]:
+    """The requests a session shows: its own and those escalated to it."""
+    return (InputRequest.session_id == session_id) | InputRequest.request_id.in_(
         select(RequestPlace.request_id).where(RequestPlace.session_id == session_id))
 
 
-def open_shown_in(db: DbSession, session_id: str, turn_id: str | None = None) -> list[InputRequest]:
+def open_shown_in(db: DbSession, session_id: str) -> list[InputRequest]:
     """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
     answer them: a session-limit prompt first, then its own, then those escalated to it, each the earliest first."""
-    return list(db.execute(select(InputRequest).where(shown_in(session_id, turn_id), InputRequest.status == "pending")
+    return list(db.execute(select(InputRequest).where(shown_in(session_id), InputRequest.status == "pending")
                            .order_by(*escalated_last(session_id))).scalars())
 
 

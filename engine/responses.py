@@ -28,7 +28,15 @@ from .edits import Checker, Problem, changes, checked_edit, model_problems, read
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .external import external_policy
-from .policies import ResponseContext, ResponseInfo, ResponsePolicy, approvers, escalated, judged_at_once, requester_only
+from .policies import (
+    ResponseContext,
+    ResponseInfo,
+    ResponsePolicy,
+    approvers,
+    escalated,
+    judged_at_once,
+    requester_only,
+)
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import editable, option_named, request_out
 from .runtime import Runtime

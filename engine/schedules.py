@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, cast
 
+from . import defaults
+
 OnTimeout = Literal["deny", "approve", "dismiss"]
 Seconds = float | timedelta
 
-DEFAULT_REMIND_MAX = 3
-"""Reminders a request gets when `remind_every` is given without `remind_max`."""
 ON_TIMEOUT: dict[str, tuple[OnTimeout, ...]] = {"tool-approval": ("deny", "approve"), "question": ("dismiss",)}
 """What expiry may mean, by request kind (the first: what it means when nothing says)."""
 
@@ -38,7 +38,7 @@ class Schedule:
     what its expiry means (`on_timeout`; None: `deny` for an approval, `dismiss` for a question)."""
 
     remind_every: float | None = None
-    remind_max: int = DEFAULT_REMIND_MAX
+    remind_max: int = defaults.REMIND_MAX
     escalate_after: float | None = None
     escalate_to: tuple[Place, ...] = ()
     escalate_approvers: tuple[str, ...] = ()
@@ -73,7 +73,7 @@ def schedule(kind: str, *, remind_every: Seconds | None = None, remind_max: int 
         raise ValueError(f"on_timeout of a {kind} request is one of {', '.join(allowed) or 'nothing'}, "
                          f"not {on_timeout!r}")
     return Schedule(
-        remind_every=seconds(remind_every, "remind_every"), remind_max=remind_max or DEFAULT_REMIND_MAX,
+        remind_every=seconds(remind_every, "remind_every"), remind_max=remind_max or defaults.REMIND_MAX,
         escalate_after=seconds(escalate_after, "escalate_after"), escalate_to=places, escalate_approvers=approvers,
         on_timeout=cast(OnTimeout | None, on_timeout),
     )

@@ -11,7 +11,7 @@ from .agent import Agent, Tool
 from .db import write_row
 from .edits import approved_with_changes
 from .events import add_message, emit
-from .protocol import Principal, app_reason, principal_or_none
+from .protocol import Principal, app_reason
 from .runtime import Runtime
 from .tables import InputRequest, ToolCall
 

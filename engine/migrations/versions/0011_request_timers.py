@@ -13,7 +13,7 @@
 Adding the columns rewrites nothing: `reminded`'s default is a constant.
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0009
 """
 
 from collections.abc import Sequence
@@ -23,7 +23,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0011"
-down_revision: str | Sequence[str] | None = "0008"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
