@@ -10,27 +10,35 @@
     @hitl.require_approval(to={"channel": "slack", "address": {"channel": "C0123"}}, timeout=3600)
     def refund_charge(charge_id: str, amount: float) -> dict: ...
 
+    payload = verify_callback(raw_body, headers)                  # a callback, once its signature is checked
+
 It imports only the standard library and `requests`, so an agent's process needs nothing else of the gateway.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import hashlib
+import hmac
 import inspect
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
 
-__all__ = ["Answer", "Denied", "Expired", "HitlClient", "HitlError"]
+__all__ = ["Answer", "CallbackRefused", "Denied", "Expired", "HitlClient", "HitlError", "verify_callback"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 LONG_POLL_SECONDS = 60
 """The longest wait the API holds one long-poll (`GET /api/requests/<id>?wait=`)."""
+CALLBACK_TOLERANCE_SECONDS = 300
+"""How far a callback's `webhook-timestamp` may be from now (what the `standardwebhooks` package allows too)."""
 
 
 class HitlError(Exception):
@@ -71,6 +79,14 @@ class Answer:
     responder: dict[str, Any] | None
     label: str | None = None
     request: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, request: dict[str, Any]) -> Answer:
+        """The answer of an answered question (a request as the API gives it)."""
+        response = request.get("response") or {}
+        labels = {o["id"]: o["label"] for o in request.get("options", [])}
+        option_id = response.get("optionId")
+        return cls(option_id, response.get("text"), request.get("responder"), labels.get(option_id or ""), request)
 
 
 def name_of(principal: dict[str, Any] | None) -> str:
@@ -186,10 +202,7 @@ class HitlClient:
         closed = self.closed(request, timeout)
         if closed["outcome"] != "answered":
             raise Expired(closed, f"nobody answered {prompt!r} ({closed['outcome']})")
-        response = closed.get("response") or {}
-        labels = {o["id"]: o["label"] for o in closed.get("options", [])}
-        option_id = response.get("optionId")
-        return Answer(option_id, response.get("text"), closed.get("responder"), labels.get(option_id or ""), closed)
+        return Answer.of(closed)
 
     def require_approval(self, to: dict[str, Any] | None = None, approvers: list[str] | None = None,
                          timeout: float | None = 3600, tool: str | None = None,
@@ -234,3 +247,36 @@ class HitlClient:
 def expiry(timeout: float | None) -> int | None:
     """`expiresIn` for a wait of `timeout` seconds (at least 1)."""
     return None if timeout is None else max(1, int(timeout + 0.999))
+
+
+class CallbackRefused(Exception):
+    """A callback not signed with the secret, or not signed now (the message says which): answer it 401."""
+
+
+def verify_callback(body: bytes | str, headers: Mapping[str, str], secret: str | None = None,
+                    now: float | None = None) -> dict[str, Any]:
+    """A callback's JSON (`{"type": "input.resolved", "request": {...}}`) once its Standard Webhooks signature is
+    checked: `webhook-signature` holds `v1,<base64 of HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`
+    keyed with `secret` (`whsec_<base64>`, default HITL_CALLBACK_SECRET), and the timestamp is within 5 minutes of
+    now. `body` is the raw body as received; header names are compared without case. CallbackRefused otherwise."""
+    secret = secret or os.environ.get("HITL_CALLBACK_SECRET")
+    if not secret:
+        raise ValueError("the callback secret: verify_callback(secret=...) or HITL_CALLBACK_SECRET")
+    try:
+        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    except binascii.Error:
+        raise ValueError("a callback secret is whsec_ followed by base64") from None
+    raw = body.encode() if isinstance(body, str) else body
+    given = {name.lower(): value for name, value in headers.items()}
+    message_id, timestamp = given.get("webhook-id", ""), given.get("webhook-timestamp", "")
+    if not message_id or not timestamp.isdigit():
+        raise CallbackRefused("no webhook-id or webhook-timestamp header")
+    if abs((time.time() if now is None else now) - int(timestamp)) > CALLBACK_TOLERANCE_SECONDS:
+        raise CallbackRefused("its webhook-timestamp is more than 5 minutes from now")
+    expected = base64.b64encode(hmac.new(key, f"{message_id}.{timestamp}.".encode() + raw, hashlib.sha256).digest())
+    signatures = [part.split(",", 1)[1].encode() for part in given.get("webhook-signature", "").split()
+                  if part.startswith("v1,")]
+    if not any(hmac.compare_digest(expected, signature) for signature in signatures):
+        raise CallbackRefused("no webhook-signature matches the secret")
+    payload: dict[str, Any] = json.loads(raw)
+    return payload

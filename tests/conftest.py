@@ -288,6 +288,25 @@ def rq_worker(postgres_url: str, redis_url: str, queue_name: str,
     worker.kill(15)
 
 
+WORKERS = pytest.StashKey[dict[str, tuple[WorkerProcess, str]]]()
+
+
+def own_worker(request: pytest.FixtureRequest, name: str, **env: str) -> str:
+    """The queue of this test session's `hitl worker` called `name`, which runs with `env` besides the usual
+    environment (a channel's fake, the callback secret): started the first time a test asks for it, stopped when
+    the session ends."""
+    workers = request.config.stash.setdefault(WORKERS, {})
+    if name not in workers:
+        queue = f"{name}-{uuid.uuid4().hex[:12]}"
+        log = request.getfixturevalue("tmp_path_factory").mktemp(f"{name}-worker") / "worker.log"
+        workers[name] = (WorkerProcess(worker_env(request.getfixturevalue("postgres_url"),
+                                                  request.getfixturevalue("redis_url"), queue, **env), log), queue)
+        request.session.addfinalizer(lambda: workers[name][0].kill(15))
+    worker, queue = workers[name]
+    assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
+    return queue
+
+
 def truncate_all(url: str) -> None:
     from sqlalchemy import create_engine
 

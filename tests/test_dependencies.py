@@ -2,8 +2,8 @@
 the gateway imports must come with its own dependencies, not with the test tools that happen to share the
 test environment. A subprocess imports every module of the gateway, builds the app on its embedded defaults and
 starts a session, with imports refused of every installed module outside the dependency closure of a plain
-install. A module of an extra (`hitl mcp`'s server) is imported with its extra's packages only, so that it too
-imports nothing the extra does not bring."""
+install. A module of an extra (`hitl mcp`'s server, the LangGraph bridge) is imported with its extra's packages
+only, so that it too imports nothing the extra does not bring."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "hitl-gateway"
 OURS = ("engine", "adapters", "gateway")
-EXTRAS = {"gateway.mcp_server": "mcp"}
+EXTRAS = {"gateway.mcp_server": "mcp", "gateway.langgraph": "langgraph"}
 """Our modules that need an extra, by the extra: a plain install never imports them (`hitl mcp` says which to
-install when it is missing)."""
+install when it is missing; `pip install 'hitl-gateway[langgraph]'` brings the LangGraph bridge)."""
 
 REFUSING = """
 import importlib.abc, json, pkgutil, sys

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.imports import SERVER_SIDE, packages_loaded_by
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
@@ -52,6 +55,27 @@ def test_adapters_do_not_import_each_other() -> None:
             if names[0] == "adapters" and len(names) > 1 and names[1] != own:
                 problems.append(f"{path.relative_to(ROOT)} imports {module}")
     assert problems == []
+
+
+BESIDE_AGENTS = {"gateway.client": {"requests"}, "gateway.langgraph": {"gateway", "langgraph", "langchain_core"}}
+"""Modules that run in an agent's process, not the gateway's, and the packages they may import besides the standard
+library (langchain_core: LangGraph's RunnableConfig)."""
+
+
+@pytest.mark.parametrize("module", sorted(BESIDE_AGENTS))
+def test_what_runs_beside_an_agent_imports_only_the_standard_library_and_its_own(module: str) -> None:
+    imported = imported_modules(ROOT / f"{module.replace('.', '/')}.py")
+
+    assert {m.split(".")[0] for m in imported} - set(sys.stdlib_module_names) == BESIDE_AGENTS[module]
+    assert {m for m in imported if m.startswith("gateway")} <= {"gateway.client"}
+
+
+@pytest.mark.parametrize("module", sorted(BESIDE_AGENTS))
+def test_importing_what_runs_beside_an_agent_loads_neither_flask_nor_sqlalchemy(module: str) -> None:
+    loaded = packages_loaded_by(module)
+
+    assert BESIDE_AGENTS[module] - {"gateway"} <= loaded
+    assert not loaded & SERVER_SIDE
 
 
 def test_the_walker_sees_imports(tmp_path: Path) -> None:

@@ -3,8 +3,6 @@ waits, and is told; people answer through the API meanwhile."""
 
 from __future__ import annotations
 
-import ast
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.client import Answer, Denied, Expired, HitlClient, HitlError
-from tests.conftest import KEYS, ROOT, Stack, sqlite_settings
-from tests.support.imports import SERVER_SIDE, packages_loaded_by
+from tests.conftest import KEYS, Stack, sqlite_settings
 from tests.support.live_server import live_server
 
 
@@ -44,22 +41,6 @@ def answering(stack: Stack, who: str, **answer: Any) -> threading.Thread:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
-
-
-def test_importing_the_client_loads_neither_flask_nor_sqlalchemy() -> None:
-    loaded = packages_loaded_by("gateway.client")
-
-    assert "requests" in loaded and not loaded & SERVER_SIDE
-
-
-def test_the_client_imports_only_the_standard_library_and_requests() -> None:
-    tree = ast.parse((ROOT / "gateway" / "client.py").read_text())
-    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names}
-    names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-              and node.module and node.level == 0}
-
-    assert names - set(sys.stdlib_module_names) == {"requests"}
 
 
 def test_an_approval_is_requested_then_waited_for(gateway: tuple[Stack, str]) -> None:

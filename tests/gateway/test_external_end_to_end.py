@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from gateway.client import Answer, HitlClient
-from tests.conftest import KEYS, WorkerProcess, make_stack, worker_env
+from tests.conftest import KEYS, make_stack, own_worker
 from tests.slack.workspace import CHANNEL, USERS, Workspace, fresh_job_ids, shared_fake, slack_settings
 from tests.support.fake_slack import TEAM, Message
 from tests.support.hooks import Hooks, hook_server
@@ -23,25 +22,13 @@ from tests.support.live_server import live_server
 from tests.twilio.support import ALICE, Sms, fake_twilio, twilio_env, twilio_settings
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-WORKER = pytest.StashKey[tuple[WorkerProcess, str]]()
 
 
 def everywhere_queue(request: pytest.FixtureRequest) -> str:
     """One worker for these tests: Slack and Twilio against their fakes, and the callback secret."""
-    stash = request.config.stash
-    if WORKER not in stash:
-        queue = f"anywhere-{uuid.uuid4().hex[:12]}"
-        slack = shared_fake(request)
-        env = worker_env(request.getfixturevalue("postgres_url"), request.getfixturevalue("redis_url"), queue,
-                         SLACK_BOT_TOKEN="xoxb-test-token", SLACK_SIGNING_SECRET="test-signing-secret",
-                         SLACK_API_URL=slack.url, HITL_CALLBACK_SECRET=SECRET,
-                         **twilio_env(fake_twilio(request).url))
-        log = request.getfixturevalue("tmp_path_factory").mktemp("anywhere-worker") / "worker.log"
-        stash[WORKER] = (WorkerProcess(env, log), queue)
-        request.session.addfinalizer(lambda: stash[WORKER][0].kill(15))
-    worker, queue = stash[WORKER]
-    assert worker.proc.poll() is None, f"the worker died:\n{worker.tail()}"
-    return queue
+    return own_worker(request, "anywhere", SLACK_BOT_TOKEN="xoxb-test-token",
+                      SLACK_SIGNING_SECRET="test-signing-secret", SLACK_API_URL=shared_fake(request).url,
+                      HITL_CALLBACK_SECRET=SECRET, **twilio_env(fake_twilio(request).url))
 
 
 @pytest.fixture
