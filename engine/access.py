@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 from .errors import NotPermitted
 from .protocol import Principal
 from .storage import principal_digest
-from .tables import ExternalRequest, InputRequest, RequestApprover, ResponseCandidate, Session
+from .tables import EscalationApprover, ExternalRequest, InputRequest, RequestApprover, ResponseCandidate, Session
 
 
 def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
@@ -28,8 +28,8 @@ def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
     """The requests `principal` is asked, or asked itself: those of a session it started, those it already
     responded to (a response of its is stored as a candidate, whatever its verdict), the external requests it made
-    (an agent's) or is named an approver of, and the external requests of the console and the API that name no
-    approvers (anyone with a key may answer those)."""
+    (an agent's) or is named an approver of, those an escalation made it an approver of, and the external requests
+    of the console and the API that name no approvers (anyone with a key may answer those)."""
     if principal is None:
         return true()
     digest = principal_digest(principal.wire())
@@ -41,6 +41,7 @@ def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
         select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),
         select(ExternalRequest.request_id).where(ExternalRequest.requester_digest == digest),
         select(RequestApprover.request_id).where(RequestApprover.principal_id == principal.principal_id),
+        select(EscalationApprover.request_id).where(EscalationApprover.principal_id == principal.principal_id),
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(asked.turn_id.is_(None), Session.channel == "api", ~named),
     ))

@@ -16,11 +16,13 @@ from .errors import ToolDefinitionError
 from .llm import ChatModel
 from .policies import ApprovalPolicy, ResponsePolicy, never
 from .protocol import Principal
+from .schedules import NO_SCHEDULE, Schedule, Seconds, schedule
 
 
 @dataclass(frozen=True)
 class Approval:
-    """Who approved the call being run, and the note they gave."""
+    """Who approved the call being run, and the note they gave (the app's reason when no person did: a policy's
+    verdict, or "approved on timeout")."""
 
     request_id: str
     responder: Principal
@@ -53,7 +55,7 @@ class Park(BaseException):  # noqa: N818 - control flow, not an error; BaseExcep
 
 class Workflow(Protocol):
     def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-            expires_in: float | timedelta | None) -> Answer: ...
+            expires_in: float | timedelta | None, schedule: Schedule) -> Answer: ...
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any: ...
 
@@ -73,13 +75,18 @@ class ToolContext:
     workflow: Workflow | None = field(default=None, repr=False)
 
     def ask(self, prompt: str, options: Sequence[str | dict[str, Any]] | None = None, allow_freeform: bool = True,
-            expires_in: float | timedelta | None = None) -> Answer:
+            expires_in: float | timedelta | None = None, *, remind_every: Seconds | None = None,
+            remind_max: int | None = None, escalate_after: Seconds | None = None, escalate_to: Any = None,
+            escalate_approvers: Sequence[str] | None = None) -> Answer:
         """Ask a person mid-tool. The turn parks; on resume the tool runs again from the top and this
-        call returns the stored answer (asks are matched by their order within the tool)."""
+        call returns the stored answer (asks are matched by their order within the tool). Reminders and an
+        escalation as ApprovalPolicy's (docs/reminders-and-timeouts.md); an expired question is dismissed."""
         if self.workflow is None:
             raise RuntimeError("ctx.ask() works only inside a running turn")
+        plan = schedule("question", remind_every=remind_every, remind_max=remind_max, escalate_after=escalate_after,
+                        escalate_to=escalate_to, escalate_approvers=escalate_approvers)
         normalized = [o if isinstance(o, dict) else {"label": o} for o in options or []]
-        return self.workflow.ask(prompt, normalized or None, allow_freeform, expires_in)
+        return self.workflow.ask(prompt, normalized or None, allow_freeform, expires_in, plan)
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run `fn` once for this call and store its JSON result: a side effect before an ask never repeats."""
@@ -114,9 +121,12 @@ class Tool:
         self.description = description or inspect.getdoc(fn) or self.title
         self.approval_key = approval_key or self.name
         self.idempotent = idempotent
+        self.schedule: Schedule = NO_SCHEDULE
+        """What happens to its approvals while nobody answers (reminders, escalation, on_timeout)."""
         if isinstance(approval, ApprovalPolicy):
             self.request_policy: Callable[..., Any] = approval.request
             self.response_policy: ResponsePolicy | None = approval.response or response
+            self.schedule = approval.schedule
             editable = approval.editable or editable
         else:
             self.request_policy = approval if approval is not None else never()
@@ -128,6 +138,11 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name}: editable=True needs an approval policy (never() asks nobody)")
         if len(self.approval_key) > MAX_APPROVAL_KEY:
             raise ToolDefinitionError(f"tool {self.name}: an approval key has at most {MAX_APPROVAL_KEY} characters")
+        self.expires_in = getattr(self.request_policy, "expires_in", None)
+        """How long its approvals stay open (the request policy's `expires_in`); None: until answered."""
+        if self.schedule.on_timeout == "approve" and self.expires_in is None:
+            raise ToolDefinitionError(f"tool {self.name}: on_timeout='approve' needs the request policy's "
+                                      "expires_in (e.g. always(expires_in=3600))")
         self.takes_context, self.input_model = _input_model(fn, self.name)
 
     def spec(self) -> dict[str, Any]:

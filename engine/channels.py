@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .edits import approved_with_changes
 from .policies import SessionInfo
-from .protocol import InputRequestOut, Principal
+from .protocol import InputRequestOut, Principal, app_reason
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,17 @@ class QueuePosition:
 
     index: int
     total: int
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """The `count`th reminder (of at most `max`) of a request nobody answered yet. Whom it reminds: the request's
+    requester (`requested_by`) and `approvers`, the principal ids its escalation added (a channel mentions those
+    it can)."""
+
+    count: int
+    max: int | None
+    approvers: tuple[str, ...] = ()
 
 
 class ChannelAdapter(Protocol):
@@ -54,6 +65,11 @@ class ChannelAdapter(Protocol):
         """Tell a responder the response policy refused them; the request stays open."""
         ...
 
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str | None:
+        """Remind the people a shown request (`ref`: what show returned) still waits for; return the platform's
+        reference to the reminder (None: nothing was posted)."""
+        ...
+
 
 @runtime_checkable
 class Acknowledging(Protocol):
@@ -77,6 +93,14 @@ class Noticing(Protocol):
     """
 
     def notify(self, notice: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Refreshing(Protocol):
+    """Optional for an adapter whose posts can be edited: show an open request's prompt anew (`ref`: what show
+    returned) when it changed while it waits: it escalated (Slack: the card says so)."""
+
+    def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None: ...
 
 
 class ChannelUnavailable(Exception):
@@ -125,12 +149,21 @@ def render_text(request: InputRequestOut, position: QueuePosition, how_to_answer
     return "\n".join(lines)
 
 
+def render_reminder(request: InputRequestOut, how_to_answer: str, limit: int = 160, marker: str = "…") -> str:
+    """A reminder as plain text, one line: `Reminder: <prompt> <how to answer>` (the prompt cut to `limit`)."""
+    prompt = request.prompt if len(request.prompt) <= limit else request.prompt[: max(limit - len(marker), 0)] + marker
+    return f"Reminder: {prompt} {how_to_answer}"
+
+
 def render_settled(request: InputRequestOut) -> str:
     """One line naming the outcome and who answered."""
     who = request.responder.display_name if request.responder else None
     note = (request.response or {}).get("text")
     labels = {o.id: o.label for o in request.options}
     if request.outcome == "approved":
+        reason = app_reason(request.responder)
+        if reason:
+            return f"{reason.capitalize()}."
         changes = (request.response or {}).get("changes")
         return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
     if request.outcome == "denied":

@@ -1,8 +1,9 @@
 """What a person's message does to a session (DESIGN.md rules 6-9): answer, steer, queue, cancel, note.
 
 * A message that matches the first open request answers it (a session-limit prompt first, else the earliest),
-  an external request's too (engine/external.py: it waits in its place's session with the others), unless
-  it is an agent's (engine/access.py: an agent never answers).
+  an external request's too (engine/external.py: it waits in its place's session with the others) and one
+  escalated to the session (engine/timers.py: after the session's own), unless it is an agent's
+  (engine/access.py: an agent never answers).
 * A message that answers nothing, from the turn's own person, steers: open approvals resolve `ignored`,
   open questions `cancelled`, and the model reads the message next. With `turn_policy="queue"` it waits for
   the turn to end instead, unless an approval is held (a held turn cannot end without a person).
@@ -26,7 +27,7 @@ from .errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, Reques
 from .events import add_message, emit_received
 from .protocol import InputResponse, Principal
 from .replies import match_reply
-from .requests import open_in_order
+from .requests import open_in_order, open_shown_in
 from .responses import ResponseResult, submit_responses
 from .runtime import Runtime
 from .sessions import queue_turn
@@ -44,7 +45,7 @@ class Posted:
 
     effect: Literal["answered", "steered", "queued", "started", "noted"]
     turn_id: str | None
-    """None when it answered an external request of a session with no turn under way."""
+    """None when it answered an external request, or one escalated to the session, and no turn is under way."""
     results: list[ResponseResult] = field(default_factory=list)
 
 
@@ -61,7 +62,7 @@ def post_message(
         session = lock_session(db, session_id)
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
-        open_requests = open_in_order(db, InputRequest.session_id == session_id)  # an external request's too
+        open_requests = open_shown_in(db, session_id)  # an external request's too, and those escalated here
         answer = typed_answer(open_requests, text, principal) if principal is not None else None
         turn = active_turn(db, session_id)
         started = turn is not None and not not_started(db, turn)
@@ -82,7 +83,7 @@ def post_message(
 def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_requests: list[InputRequest],
             principal: Principal | None, text: str, turn_policy: TurnPolicy) -> Posted:
     """A message that answers nothing, to a session whose turn has started: a note while its session-limit prompt
-    waits, a steer from the turn's own person, else a queued turn."""
+    waits, a steer from the turn's own person (which closes the turn's own requests only), else a queued turn."""
     own = [r for r in open_requests if r.turn_id == turn.id]
     if own and own[0].kind == "session-limit" and owns(turn, principal):
         note(rt, db, turn, principal, text)  # read once the person lets the turn continue

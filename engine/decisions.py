@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from .edits import granted_key
-from .policies import ApprovalContext, SessionInfo, Verdict, always, call_policy, expiry, never, once, to_verdict
+from .policies import ApprovalContext, SessionInfo, Verdict, always, call_policy, never, once, to_verdict
 from .protocol import APP_PRINCIPAL, principal_or_none
 from .requests import open_approval
 from .runtime import Runtime
@@ -136,10 +136,9 @@ def recover(rt: Runtime, db: DbSession, turn: Turn, calls: list[ToolCall]) -> li
             call.status = "approved"
         elif tool.needs_approval:
             opened.append(open_approval(
-                db, call, title=tool.title, session_id=turn.session_id, requested_by=turn.requested_by,
-                now=now, expires_at=expiry(getattr(tool.request_policy, "expires_in", None), now),
+                db, call, tool, session_id=turn.session_id, requested_by=turn.requested_by, now=now,
+                channels=rt.channels,
                 prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
-                input_schema=tool.edit_schema,
             ))
         else:
             finish_call(rt, db, call, turn.session_id, "failed", None, {

@@ -86,3 +86,6 @@ CALLBACK_BACKOFF_SECONDS = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800)
 
 CALLBACK_RETRY_HOURS = 24
 """A callback is retried until this long after its request closed, then `failed`."""
+
+REMIND_MAX = 3
+"""How many reminders a request gets when its `remind_every` comes without `remind_max`."""

@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from .channels import ChannelAdapter, ChannelRefused, ChannelUnavailable, QueuePosition
+from .channels import ChannelAdapter, ChannelRefused, ChannelUnavailable, QueuePosition, Refreshing, Reminder
 from .decisions import session_info
 from .policies import SessionInfo
 from .protocol import InputRequestOut, Principal
-from .requests import SHOWN_ORDER, request_out
+from .requests import escalated_last, request_out, shown_in
 from .runtime import Runtime
 from .tables import Event, InputRequest, Post, Session
 
@@ -110,16 +110,19 @@ def claim(rt: Runtime, session_id: str) -> Pending | None:
 
 def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
         list[InputRequestOut], dict[str, InputRequestOut], dict[str, str | None]]:
-    """The open requests, the requests the events name and the posts of both and of the events."""
+    """The open requests the session shows (its own and those escalated to it), the requests the events name and
+    the posts of both and of the events."""
     named = {r["requestId"] for e in events if e.type == "input.resolved" for r in e.data["resolutions"]}
-    named |= {e.data["requestId"] for e in events if e.type == "approval.candidate"}
+    named |= {e.data["requestId"] for e in events if e.type in ("approval.candidate", "input.reminded",
+                                                                "input.escalated")}
     showing = any(e.type in ("input.requested", "input.resolved") for e in events)
     where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
     if showing:  # one read for both, in the order a text channel shows the open ones
-        where.append((InputRequest.session_id == session_id) & (InputRequest.status == "pending"))
+        where.append(shown_in(session_id) & (InputRequest.status == "pending"))
     read = [request_out(r) for r in db.execute(
-        select(InputRequest).where(or_(*where)).order_by(*SHOWN_ORDER)).scalars()] if where else []
-    opened = [r for r in read if showing and r.session_id == session_id and r.status == "pending"]
+        select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()] if where else []
+    opened = [r for r in read if showing and r.status == "pending"]  # (a request of another session that the
+    # events name escalated to this one)
     requests = {r.request_id: r for r in read if r.request_id in named}
     keys = [f"event:{e.seq}" for e in events]
     keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
@@ -173,6 +176,10 @@ class Delivery:
             for resolution in data["resolutions"]:
                 self.settled(resolution["requestId"])
             self.show_open(event.seq)
+        elif event.type == "input.reminded":
+            self.remind(event.seq, data)
+        elif event.type == "input.escalated":
+            self.refresh(event.seq, data["requestId"])
 
     def once(self, key: str, what: str, post: Any) -> None:
         if key not in self.pending.posts:
@@ -221,6 +228,36 @@ class Delivery:
         self.attempt(f"the update of the prompt of {request_id}",
                      lambda: self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key]))
         self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
+
+    def open_here(self, request_id: str) -> str | None:
+        """The platform's reference to the request's prompt here, while that prompt is shown with its controls
+        (posted, and not updated as closed); None otherwise."""
+        request = self.pending.requests[request_id]
+        if request.status != "pending" or f"settled:{request_id}" in self.pending.posts:
+            return None
+        return self.pending.posts.get(f"request:{request_id}")
+
+    def remind(self, seq: int, data: dict[str, Any]) -> None:
+        """Remind the people a request waits for, once, where its prompt is shown (a text channel that shows
+        another request now does not remind of this one)."""
+        request_id = data["requestId"]
+        ref = self.open_here(request_id)
+        if ref is None:
+            return
+        reminder = Reminder(data["count"], data.get("max"), tuple(data.get("approvers", ())))
+        self.once(f"event:{seq}", f"reminder {reminder.count} of {request_id}",
+                  lambda: self.adapter.remind(self.info, self.pending.requests[request_id], ref, reminder))
+
+    def refresh(self, seq: int, request_id: str) -> None:
+        """Show a request's prompt anew where the channel edits its posts (its card says it escalated)."""
+        ref = self.open_here(request_id)
+        if ref is None or not isinstance(self.adapter, Refreshing) or f"event:{seq}" in self.pending.posts:
+            return
+        adapter = self.adapter
+        self.before_posting()
+        self.attempt(f"the update of the prompt of {request_id}",
+                     lambda: adapter.refresh(self.info, self.pending.requests[request_id], ref))
+        self.record(f"event:{seq}", None, repeatable=True)
 
     def show_open(self, seq: int) -> None:
         """Every open request (or, for a text channel, only the first) that is not shown yet, of those opened by

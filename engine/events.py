@@ -171,8 +171,10 @@ def events_wire(db: DbSession, events: list[Event]) -> list[dict[str, Any]]:
         select(InputRequest).where(InputRequest.request_id.in_(ids))).scalars()} if ids else {}
 
     def data(event: Event) -> dict[str, Any]:
-        if event.type == "input.requested" and "requestIds" in event.data:
-            return {"requests": [opened[i] for i in event.data["requestIds"]]}
+        if event.type == "input.requested" and "requestIds" in event.data:  # (and `escalatedFrom`, at a place a
+            # request escalated to: the session it came from)
+            rest = {key: value for key, value in event.data.items() if key != "requestIds"}
+            return {"requests": [opened[i] for i in event.data["requestIds"]], **rest}
         if event.type == "message.received":
             return {**event.data, "principal": PRINCIPAL.unpack(event.data.get("principal"))}
         return event.data

@@ -10,6 +10,8 @@ closes it and makes its callback due (engine/callbacks.py); an event stream or a
   address), so it is shown in order with the place's other requests and a typed reply there answers it when it
   is first; the agent opens one there (as its initiator) when the place has none. Without a place it gets a
   session of its own on `api`: the console, the API and the CLI answer it.
+* Time: its reminders, escalation and on_timeout are an agent's request's (engine/timers.py,
+  docs/reminders-and-timeouts.md); approved on timeout, its callback hears the app's approval.
 * Idempotency: a key is the requester's own. The same key again finds the request it made (whatever became of
   it), unless the body differs: IdempotencyConflict, and nothing changes.
 """
@@ -32,6 +34,7 @@ from .protocol import Principal
 from .queries import get_request
 from .requests import open_request
 from .runtime import Runtime
+from .schedules import NO_SCHEDULE, Schedule
 from .sessions import insert_session, session_at
 from .settlement import close_request
 from .storage import APPROVE, DENY, new_id, principal_digest
@@ -68,6 +71,8 @@ class NewRequest:
     idempotency_key: str | None = None
     callback_url: str | None = None
     metadata: dict[str, Any] | None = None
+    schedule: Schedule = NO_SCHEDULE
+    """Its reminders, escalation and what its expiry means (engine/schedules.py)."""
 
     def digest(self) -> str:
         """What makes two requests with one idempotency key the same request: everything but the key."""
@@ -157,7 +162,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
         shown = {"prompt": new.prompt, "options": new.options, "allow_freeform": new.allow_freeform or not new.options,
                  "display": "select" if new.options else "text"}
     request = open_request(db, session_id=session_id, turn_id=None, run_id=None, kind=new.kind,
-                           requested_by=requester.wire(), now=now, expires_at=expiry(new.expires_in, now), **shown)
+                           requested_by=requester.wire(), now=now, expires_at=expiry(new.expires_in, now),
+                           schedule=new.schedule, channels=rt.channels, **shown)
     db.flush()  # the request's row before the rows that refer to it
     external = ExternalRequest(
         request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,

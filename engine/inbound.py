@@ -221,7 +221,7 @@ def mark_processed(rt: Runtime, db: DbSession, inbound_id: int) -> bool:
 
 def session_for_address(rt: Runtime, channel: str, address: str, principal: Principal | None) -> str:
     """The latest session at a channel address, or a new one there (looked for again where it is opened: an
-    external request may have opened one meanwhile)."""
+    external request or an escalation may have opened one meanwhile)."""
     with rt.db.read() as db:
         found = latest_session_at(db, channel, address)
     if found is not None:

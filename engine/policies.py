@@ -15,6 +15,7 @@ from typing import Any, Literal
 from .edits import input_grant
 from .llm import ChatModel
 from .protocol import InputRequestOut, Principal
+from .schedules import Schedule, Seconds, schedule
 
 log = logging.getLogger(__name__)
 
@@ -239,16 +240,50 @@ class approvers:  # noqa: N801 - a response policy, read as a word like the requ
 
 
 def judged_at_once(policy: ResponsePolicy) -> bool:
-    """The default policy and `approvers` only compare principals: they are judged in the transaction that stores
-    their candidates. Any other policy may take its time, so it runs outside any transaction."""
+    """The default policy and `approvers` only compare principals, and so does an escalation's list of approvers
+    (`escalated`, over one of those): they are judged in the transaction that stores their candidates. Any other
+    policy may take its time, so it runs outside any transaction."""
+    if isinstance(policy, escalated):
+        return judged_at_once(policy.base)
     return policy is requester_only or isinstance(policy, approvers)
+
+
+@dataclass(frozen=True)
+class escalated:  # noqa: N801 - a response policy, read as a word like the request policies
+    """The response policy of an escalated request: the escalation's approvers (principal ids) may settle it too;
+    anyone else is judged by the request's own policy (`base`), so its first approvers keep their right."""
+
+    base: ResponsePolicy
+    principal_ids: frozenset[str]
+
+    def __call__(self, ctx: ResponseContext) -> Any:
+        if ctx.response.responder.principal_id in self.principal_ids:
+            return {"status": "allowed"}
+        return self.base(ctx)
 
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?).
-    `editable`: the person may approve the call with another input, which must fit the tool's."""
+    `editable`: the person may approve the call with another input, which must fit the tool's. What happens while
+    nobody answers (docs/reminders-and-timeouts.md): reminders every `remind_every` seconds (at most
+    `remind_max`), an escalation after `escalate_after` seconds (shown at `escalate_to` too, and settled by
+    `escalate_approvers` too), and what expiry (the request policy's `expires_in`) means: `on_timeout` `deny` (the
+    default) or `approve`."""
 
     request: Callable[[ApprovalContext], Any] = field(default_factory=always)
     response: ResponsePolicy | None = None
     editable: bool = False
+    remind_every: Seconds | None = None
+    remind_max: int | None = None
+    escalate_after: Seconds | None = None
+    escalate_to: Any = None
+    escalate_approvers: list[str] | tuple[str, ...] | None = None
+    on_timeout: str | None = None
+    schedule: Schedule = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "schedule", schedule(
+            "tool-approval", remind_every=self.remind_every, remind_max=self.remind_max,
+            escalate_after=self.escalate_after, escalate_to=self.escalate_to,
+            escalate_approvers=self.escalate_approvers, on_timeout=self.on_timeout))

@@ -48,6 +48,17 @@ class Principal(WireModel):
 
 
 APP_PRINCIPAL = Principal(authenticator="app", issuer="hitl", principal_type="runtime", principal_id="app")
+APPROVED_ON_TIMEOUT = "approved on timeout"
+TIMEOUT_PRINCIPAL = APP_PRINCIPAL.model_copy(update={"attributes": {"reason": APPROVED_ON_TIMEOUT}})
+"""Who approves a request whose `on_timeout` is `approve` when it expires: the app, never a person."""
+
+
+def app_reason(principal: Principal | None) -> str | None:
+    """Why the app settled something (a policy's verdict, "approved on timeout"); None when a person did."""
+    if principal is None or principal.authenticator != APP_PRINCIPAL.authenticator:
+        return None
+    reason = principal.attributes.get("reason")
+    return str(reason) if reason else None
 
 
 def operator_principal(name: str) -> Principal:
@@ -113,6 +124,11 @@ class InputRequestOut(WireModel):
     response: dict[str, Any] | None = None
     responder: Principal | None = None
     resolved_at: datetime | None = None
+    on_timeout: Literal["deny", "approve", "dismiss"] | None = None
+    """What expiry means (None: the request does not expire); `approve` is answered by the app."""
+    reminded: int = 0
+    """How many reminders went out."""
+    escalated_at: datetime | None = None
 
 
 EDITED_INPUT = "an editable request's approve only: the whole input the call runs with instead of the proposed one"

@@ -18,11 +18,14 @@ from sqlalchemy.orm import Session as DbSession
 from . import defaults
 from .callbacks import due_callbacks
 from .delivery import stale_sessions
+from .protocol import TIMEOUT_PRINCIPAL
 from .responses import judge_again, unjudged_candidates
 from .retention import prune
 from .runtime import Runtime
 from .settlement import close_request
+from .storage import APPROVE
 from .tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
+from .timers import fire_timers
 from .turns import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class SweepReport:
     expired: int = 0
+    reminded: int = 0
+    escalated: int = 0
     rejudged: int = 0
     recovered: int = 0
     resumed: int = 0
@@ -42,9 +47,10 @@ class SweepReport:
 
 
 def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
-    """Judge candidates whose process died while their response policy ran, expire overdue requests, recover dead
-    runners' turns, resume settled ones (with `settled`: a query over every waiting turn), re-enqueue lost jobs and
-    callbacks that fell due, push the outbox, and prune a batch of inbound rows past their retention."""
+    """Judge candidates whose process died while their response policy ran, expire overdue requests, send the
+    reminders and make the escalations that fell due, recover dead runners' turns, resume settled ones (with
+    `settled`: a query over every waiting turn), re-enqueue lost jobs and callbacks that fell due, push the
+    outbox, and prune a batch of inbound rows past their retention."""
     report = SweepReport()
     now = rt.now()
     with rt.db.read() as db:
@@ -65,6 +71,8 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     stuck = [turn_id for turn_id in stuck if turn_id not in queued]
     report.rejudged = sum(judge_again(rt, candidate_id) for candidate_id in unjudged_candidates(rt))
     report.expired = expire_requests(rt)
+    fired = fire_timers(rt)
+    report.reminded, report.escalated = fired.reminded, fired.escalated
     for turn_id in expired:
         report.recovered += recover_turn(rt, turn_id)
     for turn_id in waiting:
@@ -82,27 +90,37 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
 
 
 def expire_requests(rt: Runtime) -> int:
-    """Pending requests past `expiresAt` resolve `expired`; a turn resumes as if they were denied or dismissed (an
-    external request's callback hears it). A session's overdue requests close in one transaction: a text channel
-    delivering between two expiries would post the prompt of a request about to expire."""
+    """Pending requests past `expiresAt` close as their `on_timeout` says: `expired` (a turn resumes as if they were
+    denied or dismissed), or, where `approve` was set, approved by the app ("approved on timeout", never a
+    person); an external request's callback hears it. A session's overdue requests close in one transaction: a
+    text channel delivering between two expiries would post the prompt of a request about to expire."""
     with rt.db.read() as db:
         overdue = db.execute(
-            select(InputRequest.session_id, InputRequest.request_id, InputRequest.turn_id)
+            select(InputRequest.session_id, InputRequest.request_id, InputRequest.turn_id, InputRequest.on_timeout)
             .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now()).order_by(InputRequest.seq)
         ).all()
-    by_session: dict[str, list[tuple[str, str | None]]] = {}
-    for session_id, request_id, turn_id in overdue:
-        by_session.setdefault(session_id, []).append((request_id, turn_id))
+    by_session: dict[str, list[tuple[str, str | None, str | None]]] = {}
+    for session_id, request_id, turn_id, on_timeout in overdue:
+        by_session.setdefault(session_id, []).append((request_id, turn_id, on_timeout))
     count = 0
     for session_id, requests in by_session.items():
         with rt.transaction() as db:
             lock_session(db, session_id)
-            closed = sum(close_request(rt, db, request_id, outcome="expired", response=None, responder=None)
-                         is not None for request_id, _ in requests)
+            closed = sum(time_out(rt, db, request_id, on_timeout) for request_id, _, on_timeout in requests)
             count += closed
-            for turn_id in dict.fromkeys(turn_id for _, turn_id in requests if turn_id is not None):
+            for turn_id in dict.fromkeys(turn_id for _, turn_id, _ in requests if turn_id is not None):
                 schedule_resume(rt, db, lock_turn(db, turn_id, session_id))
     return count
+
+
+def time_out(rt: Runtime, db: DbSession, request_id: str, on_timeout: str | None) -> bool:
+    """Close an overdue request as its `on_timeout` says; False when it closed meanwhile."""
+    if on_timeout == "approve":
+        closed = close_request(rt, db, request_id, outcome="approved", response={"optionId": APPROVE["id"],
+                               "text": None}, responder=TIMEOUT_PRINCIPAL)
+    else:
+        closed = close_request(rt, db, request_id, outcome="expired", response=None, responder=None)
+    return closed is not None
 
 
 LEASE_RAN_OUT = {"code": "WORKER_LOST", "message": "the worker running this turn stopped renewing its lease"}

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
+from .policies import expiry
 from .protocol import InputRequestOut, principal_or_none
+from .schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from .storage import APPROVE, DENY, new_id
-from .tables import ExternalRequest, InputRequest, RequestApprover, ToolCall
+from .tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
+
+if TYPE_CHECKING:
+    from .agent import Tool
+
+log = logging.getLogger(__name__)
 
 OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
 """A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
@@ -37,22 +45,58 @@ def open_request(
     expires_at: datetime | None = None,
     call_id: str | None = None,
     position: int = 0,
+    schedule: Schedule = NO_SCHEDULE,
+    channels: Mapping[str, Any] | None = None,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
     no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. An external
-    request (engine/external.py) has no turn and no run."""
+    request (engine/external.py) has no turn and no run. Its `schedule`'s reminders and escalation become timer
+    rows (engine/timers.py), inserted with it; its escalation places get their session addresses from the
+    configured `channels` now (see `places_at`)."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
         display=display, requested_by=requested_by, status="pending", seq=seq, created_at=now,
-        expires_at=expires_at, call_id=call_id, position=position,
+        expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
     )
     db.add(request)
+    db.add_all(timers(request.request_id, schedule, now, channels or {}))
     if turn_id is not None:
         db.info.setdefault(OPENED, set()).add(turn_id)
     return request
+
+
+def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping[str, Any]) -> list[RequestTimer]:
+    """The rows that make a request's reminders and escalation fall due (the first reminder `remind_every` after
+    it opens)."""
+    rows = []
+    if schedule.remind_every is not None:
+        rows.append(RequestTimer(request_id=request_id, kind="remind", every=schedule.remind_every,
+                                 max=schedule.remind_max, due_at=now + timedelta(seconds=schedule.remind_every)))
+    if schedule.escalate_after is not None:
+        rows.append(RequestTimer(request_id=request_id, kind="escalate",
+                                 due_at=now + timedelta(seconds=schedule.escalate_after),
+                                 data={"to": places_at(request_id, schedule.escalate_to, channels),
+                                       "approvers": list(schedule.escalate_approvers)}))
+    return rows
+
+
+def places_at(request_id: str, places: Iterable[Place], channels: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each escalation place as `{channel, address}` with the session address its channel's adapter makes of it.
+    A place whose channel is not configured, or whose address its adapter refuses, is logged and left out (the
+    escalation's approvers still get their right)."""
+    found = []
+    for place in places:
+        adapter = channels.get(place.channel)
+        try:
+            if adapter is None:
+                raise ValueError(f"channel {place.channel!r} is not configured")
+            found.append({"channel": place.channel, "address": adapter.address(dict(place.address))})
+        except ValueError as exc:
+            log.error("request %s will not escalate to %s: %s", request_id, place.wire(), exc)
+    return found
 
 
 def opened_in(db: DbSession, turn_id: str) -> bool:
@@ -61,24 +105,25 @@ def opened_in(db: DbSession, turn_id: str) -> bool:
 
 
 def open_approval(
-    db: DbSession, call: ToolCall, *, title: str, session_id: str, requested_by: dict[str, Any] | None,
-    now: datetime, prompt: str | None = None, expires_at: datetime | None = None,
-    input_schema: dict[str, Any] | None = None,
+    db: DbSession, call: ToolCall, tool: Tool, *, session_id: str, requested_by: dict[str, Any] | None,
+    now: datetime, channels: Mapping[str, Any], prompt: str | None = None,
 ) -> InputRequest:
-    """A tool-approval request for `call`: Approve (primary) / Deny (danger), no free text; editable when
-    given the schema of the input it may be approved with. The call's new state is set first: a call proposed
-    in this transaction is then inserted with it (one statement)."""
+    """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text; editable
+    when the tool is (its action then carries the schema of the input it may be approved with); open until the
+    tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new state is
+    set first: a call proposed in this transaction is then inserted with it (one statement)."""
     call.status = "awaiting_approval"
     call.approval_request_id = new_id("req")
     call.updated_at = now
     action: dict[str, Any] = {"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input}
-    if input_schema is not None:
-        action |= {"editable": True, "inputSchema": input_schema}
+    if tool.edit_schema is not None:
+        action |= {"editable": True, "inputSchema": tool.edit_schema}
     return open_request(
         db, session_id=session_id, turn_id=call.turn_id, run_id=call.run_id, kind="tool-approval",
-        prompt=prompt or f"Approve {title}?", action=action,
+        prompt=prompt or f"Approve {tool.title}?", action=action,
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
-        now=now, expires_at=expires_at, call_id=call.call_id, request_id=call.approval_request_id,
+        now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
+        schedule=tool.schedule, channels=channels,
     )
 
 
@@ -119,9 +164,10 @@ def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
 
 
 def as_opened(request: InputRequest) -> dict[str, Any]:
-    """The request on the wire as it was when it opened: pending, unanswered."""
+    """The request on the wire as it was when it opened: pending, unanswered, neither reminded nor escalated."""
     return request_out(request).model_copy(update={
         "status": "pending", "outcome": None, "response": None, "responder": None, "resolved_at": None,
+        "reminded": 0, "escalated_at": None,
     }).wire()
 
 
@@ -132,10 +178,17 @@ def request_out(request: InputRequest) -> InputRequestOut:
         options=request.options,
         allow_freeform=request.allow_freeform, display=request.display,
         requested_by=principal_or_none(request.requested_by), created_at=request.created_at,
-        expires_at=request.expires_at, status=request.status,
+        expires_at=request.expires_at, on_timeout=on_timeout(request), status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
-        resolved_at=request.resolved_at,
+        resolved_at=request.resolved_at, reminded=request.reminded or 0, escalated_at=request.escalated_at,
     )
+
+
+def on_timeout(request: InputRequest) -> str | None:
+    """What the request's expiry means (None: it does not expire)."""
+    if request.expires_at is None:
+        return None
+    return request.on_timeout or ON_TIMEOUT.get(request.kind, ("deny",))[0]
 
 
 def editable(request: InputRequest) -> bool:
@@ -153,3 +206,21 @@ def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputReques
     return list(db.execute(
         select(InputRequest).where(where, InputRequest.status == "pending").order_by(*SHOWN_ORDER)
     ).scalars())
+
+
+def shown_in(session_id: str) -> ColumnElement[bool]:
+    """The requests a session shows: its own and those escalated to it."""
+    return (InputRequest.session_id == session_id) | InputRequest.request_id.in_(
+        select(RequestPlace.request_id).where(RequestPlace.session_id == session_id))
+
+
+def open_shown_in(db: DbSession, session_id: str) -> list[InputRequest]:
+    """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
+    answer them: a session-limit prompt first, then its own, then those escalated to it, each the earliest first."""
+    return list(db.execute(select(InputRequest).where(shown_in(session_id), InputRequest.status == "pending")
+                           .order_by(*escalated_last(session_id))).scalars())
+
+
+def escalated_last(session_id: str) -> tuple[Any, ...]:
+    """SHOWN_ORDER in a session that also shows requests escalated to it: its own before those."""
+    return (SHOWN_ORDER[0], case((InputRequest.session_id == session_id, 0), else_=1), InputRequest.seq)

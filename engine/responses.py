@@ -28,13 +28,22 @@ from .edits import Checker, Problem, changes, checked_edit, model_problems, read
 from .errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from .events import emit
 from .external import external_policy
-from .policies import ResponseContext, ResponseInfo, ResponsePolicy, approvers, judged_at_once, requester_only
+from .policies import (
+    ResponseContext,
+    ResponseInfo,
+    ResponsePolicy,
+    approvers,
+    escalated,
+    judged_at_once,
+    requester_only,
+)
 from .protocol import InputRequestOut, InputResponse, Principal
 from .requests import editable, option_named, request_out
 from .runtime import Runtime
 from .settlement import close_request
 from .storage import new_id
 from .tables import InputRequest, ResponseCandidate, Session, ToolCall
+from .timers import escalated_approvers
 from .turns import lock_for, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -76,7 +85,8 @@ class Checked:
     """A response validated against its request: the option resolved, the text trimmed, an edited input
     checked (None: approved as proposed). `request` is the row read in the validating transaction, `call` the
     tool call it asks about, if any (held here: the session's identity map keeps no row alive); `external` the
-    response policy of an external request (no agent's applies)."""
+    response policy of an external request (no agent's applies); `escalated_to` the approvers its escalation
+    added (None: not escalated)."""
 
     response: InputResponse
     option_id: str | None
@@ -85,6 +95,7 @@ class Checked:
     request: InputRequest
     call: ToolCall | None
     external: approvers | None = None
+    escalated_to: frozenset[str] | None = None
 
     def info(self, responder: Principal) -> ResponseInfo:
         return ResponseInfo(responder, self.option_id, self.text, self.input)
@@ -130,7 +141,7 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
         )
     option_id, text = normalize(request, response)
     return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
-                   call, external_policy(db, request))
+                   call, external_policy(db, request), escalated_approvers(db, request))
 
 
 def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
@@ -274,7 +285,8 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         info = candidate_info(candidate)
         response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text,
                                  input=info.input)
-        checked = Checked(response, info.option_id, info.text, info.input, request, call, external_policy(db, request))
+        checked = Checked(response, info.option_id, info.text, info.input, request, call, external_policy(db, request),
+                          escalated_approvers(db, request))
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
@@ -370,11 +382,15 @@ def candidate_info(candidate: ResponseCandidate) -> ResponseInfo:
 
 def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
     """An external request's own (`approvers`); else the tool's response policy (the approved tool, or the tool
-    that asked), else the agent's, else the default."""
+    that asked), else the agent's, else the default; for an escalated request, that policy with the escalation's
+    approvers allowed too (`escalated`)."""
+    policy: ResponsePolicy
     if checked.external is not None:
-        return checked.external
-    tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
-    return (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+        policy = checked.external
+    else:
+        tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
+        policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+    return escalated(policy, checked.escalated_to) if checked.escalated_to else policy
 
 
 def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:

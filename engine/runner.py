@@ -24,8 +24,8 @@ from .edits import input_hash
 from .events import add_message, emit, emit_requested
 from .lease import LeaseKeeper
 from .llm import ModelReply
-from .policies import Verdict, expiry
-from .protocol import APP_PRINCIPAL, Principal, principal_or_none
+from .policies import Verdict
+from .protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
 from .recovery import recover_turn, requeue
 from .requests import open_approval, open_request, opened_in
 from .runtime import Runtime
@@ -274,11 +274,8 @@ class Driver:
         for call in decided:
             if call.step in asking:
                 continue
-            tool = self.agent.tools[call.tool]
-            expires_at = expiry(getattr(tool.request_policy, "expires_in", None), now)
-            opened.append(open_approval(db, call, title=tool.title, session_id=turn.session_id,
-                                        requested_by=turn.requested_by, now=now, expires_at=expires_at,
-                                        input_schema=tool.edit_schema))
+            opened.append(open_approval(db, call, self.agent.tools[call.tool], session_id=turn.session_id,
+                                        requested_by=turn.requested_by, now=now, channels=self.rt.channels))
         self.announce(db, turn, opened)
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
@@ -329,9 +326,11 @@ class Driver:
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
-        if call.approval_request_id:  # a person approved it (`settle_call` keeps who; an approve has no note)
+        if call.approval_request_id:  # a person approved it, or the app on timeout (`settle_call` keeps who; a
+            # person's approve has no note)
             if call.responder:
-                approval = Approval(call.approval_request_id, Principal.model_validate(call.responder))
+                responder = Principal.model_validate(call.responder)
+                approval = Approval(call.approval_request_id, responder, app_reason(responder))
         elif call.responder:
             approval = Approval("policy", APP_PRINCIPAL, (call.responder.get("attributes") or {}).get("reason"))
         session = db.get_one(Session, turn.session_id)

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -195,6 +196,11 @@ class InputRequest(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column()
     resolved_at: Mapped[datetime | None] = mapped_column()
+    on_timeout: Mapped[str | None] = mapped_column(String(16))
+    """What expiry means when it is not the kind's default (`approve`; engine/schedules.py)."""
+    reminded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """How many reminders went out (engine/timers.py)."""
+    escalated_at: Mapped[datetime | None] = mapped_column()
 
     __table_args__ = (
         Index("ix_input_requests_status_created_at", "status", "created_at"),
@@ -244,6 +250,50 @@ class RequestApprover(Base):
     principal_id: Mapped[str] = mapped_column(String(200), primary_key=True)
 
     __table_args__ = (Index("ix_request_approvers_principal_id", "principal_id"),)  # the requests one is asked
+class RequestTimer(Base):
+    """A request's next reminder (`remind`: `every` seconds apart, at most `max`) or its escalation (`escalate`:
+    `data` holds the places it goes to and the approvers it adds). The sweep claims a row once `due_at` has come
+    (engine/timers.py); `due_at` is None once nothing more is due: the last reminder went out, the request
+    escalated, or it closed."""
+
+    __tablename__ = "request_timers"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    due_at: Mapped[datetime | None] = mapped_column()
+    every: Mapped[float | None] = mapped_column(Float)
+    max: Mapped[int | None] = mapped_column(Integer)
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+# the timers still to fall due, for sweep(): only those rows are in it, so finding the due ones costs a few index
+# entries however many requests wait
+Index("ix_request_timers_due_at", RequestTimer.due_at, postgresql_where=RequestTimer.due_at.is_not(None),
+      sqlite_where=RequestTimer.due_at.is_not(None))
+
+
+class EscalationApprover(Base):
+    """A principal id an escalated request's escalation added: it may settle the request too (engine/timers.py),
+    and it is asked the request (engine/access.py)."""
+
+    __tablename__ = "escalation_approvers"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    principal_id: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
+
+
+class RequestPlace(Base):
+    """A session besides its own where a request is shown (a place it escalated to): that session's channel shows
+    it, a reply there answers it, and its prompt there is updated when it closes."""
+
+    __tablename__ = "request_places"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True,
+                                            index=True)
 
 
 class ResponseCandidate(Base):

@@ -11,7 +11,7 @@ from .agent import Agent, Tool
 from .db import write_row
 from .edits import approved_with_changes
 from .events import add_message, emit
-from .protocol import Principal
+from .protocol import Principal, app_reason
 from .runtime import Runtime
 from .tables import InputRequest, ToolCall
 
@@ -24,8 +24,8 @@ def finish_call(
 ) -> None:
     """Record a call's result: its status, an action.result event, and the tool message the model reads.
     `call_status`: the call's own status where it is not its result's (a call that did not run). `note`: what
-    the model reads beside the result of a call a person approved with changes (`{"approval": note, "output":
-    ...}`, or `"error"`)."""
+    the model reads beside the result of a call approved otherwise than as proposed by a person: with changes,
+    or by the app on timeout (`{"approval": note, "output": ...}`, or `"error"`; see `approval_note`)."""
     write_row(db, call, status=call_status or status, result={"status": status, "output": output, "error": error},
               updated_at=rt.now())
     data: dict[str, Any] = {"callId": call.call_id, "status": status, "output": output}
@@ -38,13 +38,18 @@ def finish_call(
 
 
 def approval_note(db: DbSession, tool: Tool, call: ToolCall) -> str | None:
-    """What the model reads beside the result of a call a person approved with changes (the approval is read
-    for an editable tool's calls only)."""
-    if not (tool.editable and call.approval_request_id and call.responder):
+    """What the model reads beside the result of a call approved otherwise than as proposed by a person: "approved
+    on timeout" when nobody answered, or who approved it with which changes (read for an editable tool's calls
+    only)."""
+    if not (call.approval_request_id and call.responder):
         return None
+    responder = Principal.model_validate(call.responder)
+    reason = app_reason(responder)
+    if reason is not None or not tool.editable:
+        return reason
     request = db.get(InputRequest, call.approval_request_id)
     summary = (request.response or {}).get("changes") if request is not None else None
-    return approved_with_changes(Principal.model_validate(call.responder).display_name, summary) if summary else None
+    return approved_with_changes(responder.display_name, summary) if summary else None
 
 
 def reject_call(

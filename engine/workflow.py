@@ -16,6 +16,7 @@ from .policies import expiry
 from .protocol import principal_or_none
 from .requests import open_request
 from .runtime import Runtime
+from .schedules import Schedule
 from .tables import InputRequest, ToolCall, Turn
 
 
@@ -27,7 +28,7 @@ class CallWorkflow:
         self.asked = 0
 
     def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-            expires_in: float | timedelta | None) -> Answer:
+            expires_in: float | timedelta | None, schedule: Schedule) -> Answer:
         position = self.asked
         self.asked += 1
         with self.rt.db.read() as db:
@@ -40,11 +41,11 @@ class CallWorkflow:
                 return Answer(response.get("optionId"), response.get("text"),
                               principal_or_none(request.responder), request.outcome or "answered")
         if request is None:
-            self.open_question(prompt, options, allow_freeform, expires_in, position)
+            self.open_question(prompt, options, allow_freeform, expires_in, schedule, position)
         raise Park(self.call_id)
 
     def open_question(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-                      expires_in: float | timedelta | None, position: int) -> None:
+                      expires_in: float | timedelta | None, schedule: Schedule, position: int) -> None:
         choices = [{"id": o["label"], "label": o["label"], **({"description": o["description"]}
                                                                if o.get("description") else {})}
                    for o in options or []]
@@ -56,7 +57,8 @@ class CallWorkflow:
                 db, session_id=turn.session_id, turn_id=turn.id, run_id=call.run_id, kind="question", prompt=prompt,
                 options=choices, allow_freeform=allow_freeform or not choices,
                 display="select" if choices else "text", requested_by=turn.requested_by, now=now,
-                call_id=self.call_id, position=position, expires_at=expiry(expires_in, now),
+                call_id=self.call_id, position=position, expires_at=expiry(expires_in, now), schedule=schedule,
+                channels=self.rt.channels,
             )
             db.flush()
             emit_requested(db, turn.session_id, turn.id, [request], now)

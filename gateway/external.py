@@ -10,9 +10,10 @@ from pydantic import ValidationError
 
 from engine.external import NewRequest, Place
 from engine.runtime import Runtime
+from engine.schedules import ON_TIMEOUT, Schedule, schedule
 
 from .errors import ApiError, field_problems
-from .schemas import MAX_METADATA_BYTES
+from .schemas import MAX_METADATA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
 
 
@@ -29,7 +30,7 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
         body = NewRequestBody.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise unprocessable(field_problems(exc)) from None
-    problems = kind_problems(body)
+    problems = kind_problems(body) + time_problems(body)
     if body.metadata is not None and len(json.dumps(body.metadata)) > MAX_METADATA_BYTES:
         problems.append(("metadata", f"at most {MAX_METADATA_BYTES} bytes of JSON"))
     if problems:
@@ -42,6 +43,7 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
         allow_freeform=bool(body.allow_freeform), approvers=body.approvers or [], expires_in=body.expires_in,
         place=Place(*place(rt, body.to.channel, body.to.address, "to.")) if body.to else None,
         idempotency_key=body.idempotency_key, callback_url=body.callback_url, metadata=body.metadata,
+        schedule=schedule_of(rt, body),
     )
 
 
@@ -60,6 +62,33 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
         if len(set(seen)) < len(seen):
             problems.append(("options", f"two options have the same {what} (compared without case)"))
     return problems
+
+
+def time_problems(body: NewRequestBody) -> list[tuple[str, str]]:
+    """What onTimeout and escalate may not be (the rest of their shape is the schema's)."""
+    problems = []
+    allowed = ON_TIMEOUT[body.kind]
+    if body.on_timeout is not None and body.on_timeout not in allowed:
+        problems.append(("onTimeout", f"a {body.kind}'s is {' or '.join(allowed)}"))
+    if body.on_timeout == "approve" and body.expires_in is None:
+        problems.append(("onTimeout", "approve happens on expiry: it needs expiresIn"))
+    if body.escalate is not None and body.escalate.to is None and body.escalate.approvers is None:
+        problems.append(("escalate", "an escalation needs `to` (places), `approvers`, or both"))
+    return problems
+
+
+def schedule_of(rt: Runtime, body: NewRequestBody) -> Schedule:
+    """The request's reminders, escalation and on_timeout; each escalation place is checked as `to` is (422)."""
+    remind, escalate = body.remind, body.escalate
+    to = escalate.to if escalate is not None else None
+    places = [to] if isinstance(to, PlaceSpec) else to or []
+    for n, spec in enumerate(places):
+        place(rt, spec.channel, spec.address, f"escalate.to.{n}.")
+    return schedule(
+        body.kind, remind_every=remind.every if remind else None, remind_max=remind.max if remind else None,
+        escalate_after=escalate.after if escalate else None,
+        escalate_to=[{"channel": spec.channel, "address": spec.address} for spec in places],
+        escalate_approvers=escalate.approvers if escalate else None, on_timeout=body.on_timeout)
 
 
 def place(rt: Runtime, channel: str, address: dict[str, Any], prefix: str = "") -> tuple[str, str]:

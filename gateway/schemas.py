@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from engine.defaults import HISTORY_TURNS
+from engine.defaults import HISTORY_TURNS, REMIND_MAX
 from engine.protocol import InputRequestOut, InputResponse, Principal, Role, StrictWireModel, WireModel
 
 MAX_QUERY_INT = 2**31 - 1
@@ -110,8 +110,25 @@ MAX_METADATA_BYTES = 16 * 1024
 PrincipalId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
+Seconds = Annotated[float, Field(gt=0, le=MAX_EXPIRES_IN)]
+
+
+class RemindSpec(StrictWireModel):
+    every: Seconds = Field(description="seconds between reminders, the first this long after it opens")
+    max: Omittable[Annotated[int, Field(ge=1, le=100)]] = omitted(f"at most this many ({REMIND_MAX} when not given)")
+
+
+class EscalateSpec(StrictWireModel):
+    after: Seconds = Field(description="seconds still pending before it escalates")
+    to: Omittable[PlaceSpec | Annotated[list[PlaceSpec], Field(min_length=1, max_length=10)]] = omitted(
+        "where it is also shown then (a place, or a list)")
+    approvers: Omittable[Annotated[list[PrincipalId], Field(min_length=1, max_length=50)]] = omitted(
+        "principal ids who may settle it too from then on")
+
+
 class NewRequest(StrictWireModel):
-    """POST /api/requests: an agent running elsewhere asks people (docs/agents-anywhere.md)."""
+    """POST /api/requests: an agent running elsewhere asks people (docs/agents-anywhere.md); what happens while
+    nobody answers: docs/reminders-and-timeouts.md."""
 
     kind: Literal["tool-approval", "question"]
     prompt: Omittable[Annotated[str, Field(min_length=1, max_length=4000)]] = omitted(
@@ -124,7 +141,11 @@ class NewRequest(StrictWireModel):
     approvers: Omittable[Annotated[list[PrincipalId], Field(min_length=1, max_length=50)]] = omitted(
         "principal ids, any one of whom may settle it (operators always may); without it, anyone the place admits")
     expires_in: Omittable[Annotated[int, Field(ge=1, le=MAX_EXPIRES_IN)]] = omitted(
-        "seconds until it closes `expired`")
+        "seconds until it closes `expired` (or as onTimeout says)")
+    remind: Omittable[RemindSpec] = omitted("reminders while it waits")
+    escalate: Omittable[EscalateSpec] = omitted("shown at more places, and settled by more approvers, after a while")
+    on_timeout: Omittable[Literal["deny", "approve", "dismiss"]] = omitted(
+        "what expiry means: deny (an approval's default), approve (only when given), dismiss (a question's)")
     idempotency_key: Omittable[Annotated[str, Field(min_length=1, max_length=200)]] = omitted(
         "the same key again (from the same caller) answers the same request")
     callback_url: Omittable[Annotated[str, Field(min_length=1, max_length=2000)]] = omitted(
@@ -367,7 +388,8 @@ class ResponseResults(WireModel):
 class MessagePosted(WireModel):
     """What a message did to the session; `results` holds the settlement when it answered a request."""
 
-    turn_id: str | None = Field(description="null when it answered an external request and no turn is under way")
+    turn_id: str | None = Field(description="null when it answered an external request, or one escalated to the "
+                                            "session, and no turn is under way")
     effect: Literal["answered", "steered", "queued", "started", "noted"]
     results: list[ResponseResult]
 

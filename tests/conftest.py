@@ -257,6 +257,27 @@ class WorkerProcess:
     def tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
 
+    def wait_ready(self, timeout: float = 30.0) -> WorkerProcess:
+        """Until it listens on its queue (its sweeper runs by then)."""
+        deadline = time.monotonic() + timeout
+        while "*** Listening on" not in self.log_path.read_text(errors="replace"):
+            assert self.proc.poll() is None and time.monotonic() < deadline, f"the worker did not start:\n{self.tail()}"
+            time.sleep(0.05)
+        return self
+
+
+@contextlib.contextmanager
+def more_workers(like: WorkerProcess, count: int, log_dir: Path) -> Iterator[list[WorkerProcess]]:
+    """`count` more `hitl worker` processes with `like`'s environment (so its queue, and a sweep each), started
+    and ready; stopped afterwards (those the test has not killed)."""
+    workers = [WorkerProcess(like.env, log_dir / f"worker-{n}.log") for n in range(count)]
+    try:
+        yield [worker.wait_ready() for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.proc.poll() is None:
+                worker.kill(15)
+
 
 @pytest.fixture(scope="session")
 def rq_worker(postgres_url: str, redis_url: str, queue_name: str,

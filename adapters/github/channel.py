@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.channels import ChannelUnavailable, QueuePosition
+from engine.channels import ChannelUnavailable, QueuePosition, Reminder
 from engine.delivery import shown_requests
 from engine.inbound import accept, ignored_item, message_item, responses_item
 from engine.policies import SessionInfo
@@ -45,6 +45,7 @@ from .render import (
     render_prompt,
     render_refusal,
     render_refused_edit,
+    render_reminder_comment,
     render_settled_prompt,
     render_turned_away,
 )
@@ -136,6 +137,12 @@ class GithubChannel:
     def say(self, session: SessionInfo, text: str) -> str:
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_message(text)))
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
+        """A comment mentioning who asked; a reply to the prompt still answers the prompt (the reminder is no
+        prompt: `replied_to` takes the prompt posted last before a reply)."""
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_reminder_comment(request)))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""

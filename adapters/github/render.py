@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from engine.channels import QueuePosition, render_settled, render_text
+from engine.channels import QueuePosition, render_reminder, render_settled, render_text
 from engine.edits import Problem
 from engine.forms import form_fields
 from engine.protocol import InputRequestOut, Principal
@@ -51,6 +51,15 @@ def render_settled_prompt(request: InputRequestOut) -> str:
     """The same comment once the request closed: the how-to line gives way to the outcome and who answered."""
     return fit(quiet_mentions(render_text(request, QueuePosition(1, 1), f"**{render_settled(request)}**",
                                           INPUT_LIMIT)))
+
+
+def render_reminder_comment(request: InputRequestOut) -> str:
+    """A reminder that mentions who asked (when they are a GitHub user: they are notified) and says how to answer
+    the prompt above."""
+    requester = request.requested_by
+    login = requester.attributes.get("login") if requester and requester.authenticator == "github" else None
+    text = quiet_mentions(render_reminder(request, how_to_answer(request), INPUT_LIMIT))
+    return fit(f"@{login} {text}" if login else text)
 
 
 def render_message(text: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.channels import QueuePosition
+from engine.channels import QueuePosition, Reminder
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 
@@ -75,13 +75,29 @@ class SlackChannel:
 
     def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         """Replace the card with its settled form (no controls, who answered). Sibling cards are untouched."""
+        self.update_card(session, request, ref, render.settled_card(request))
+
+    def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
+        """Post the open request's card anew in place (it says when the request escalated)."""
+        self.update_card(session, request, ref, render.request_card(request))
+
+    def update_card(self, session: SessionInfo, request: InputRequestOut, ref: str | None,
+                    card: dict[str, Any]) -> None:
         channel_id, _, ts = (ref or "").partition("|")
         if not ts:
             return
         try:
-            self.client.update(Where.from_address(session.address), channel_id, ts, render.settled_card(request))
+            self.client.update(Where.from_address(session.address), channel_id, ts, card)
         except SlackApiError as exc:  # the card was deleted, say: the conversation goes on without it
             log.warning("could not update the card of %s: %s", request.request_id, exc)
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
+        """A reply in the card's thread (the session's thread, or one under the card) mentioning the people the
+        request waits for."""
+        channel_id, _, card_ts = ref.partition("|")
+        where = Where.from_address(session.address)
+        ts = self.client.post(replace(where, thread_ts=where.thread_ts or card_ts), render.reminder(request, reminder))
+        return f"{channel_id}|{ts}"
 
     def say(self, session: SessionInfo, text: str) -> str:
         where = Where.from_address(session.address)

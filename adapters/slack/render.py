@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
+from engine.channels import Reminder
 from engine.edits import Problem
 from engine.forms import FormField, form_fields
-from engine.protocol import InputRequestOut, Option, Principal
+from engine.protocol import InputRequestOut, Option, Principal, app_reason
 
 from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW, EDIT_FIELD, EDIT_INPUT, EDIT_VIEW, WHOLE
 
@@ -178,8 +180,10 @@ def notes(request: InputRequestOut) -> list[str]:
     """Who asked, until when, and how to reach options the menu could not hold."""
     lines = [f"Asked by {person(request.requested_by)}"]
     if request.expires_at is not None:
-        at = int(request.expires_at.timestamp())
-        lines.append(f"Expires <!date^{at}^{{date_short_pretty}} at {{time}}|{request.expires_at.isoformat()}>")
+        then = " (then approved automatically)" if request.on_timeout == "approve" else ""
+        lines.append(f"Expires {date(request.expires_at)}{then}")
+    if request.escalated_at is not None:
+        lines.append(f"Escalated {date(request.escalated_at)}")
     hidden = len(request.options) - SELECT_OPTIONS
     if request.kind == "question" and hidden > 0:
         lines.append(f"The menu shows the first {SELECT_OPTIONS} of {len(request.options)} options: "
@@ -187,11 +191,19 @@ def notes(request: InputRequestOut) -> list[str]:
     return lines
 
 
+def date(at: datetime) -> str:
+    """A time as Slack shows it in each reader's time zone (the ISO form where it cannot)."""
+    return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} at {{time}}|{at.isoformat()}>"
+
+
 def outcome_line(request: InputRequestOut) -> str:
     who = person(request.responder)
     response = request.response or {}
     note = response.get("text")
     if request.outcome == "approved":
+        reason = app_reason(request.responder)
+        if reason:
+            return reason.capitalize()
         changes = response.get("changes")
         return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
     if request.outcome == "denied":
@@ -209,6 +221,17 @@ def outcome_line(request: InputRequestOut) -> str:
 def message(text: str) -> dict[str, Any]:
     """An assistant message."""
     return {"text": fit(text, MESSAGE_TEXT)}
+
+
+def reminder(request: InputRequestOut, sent: Reminder) -> dict[str, Any]:
+    """A thread reply that mentions the people the request waits for: its requester and the approvers its
+    escalation added, those of them who are Slack users."""
+    people = [person(request.requested_by)] if request.requested_by and request.requested_by.authenticator == "slack" \
+        else []
+    people += [f"<@{match[1]}>" for approver in sent.approvers if (match := MENTIONABLE.fullmatch(approver))]
+    who = " ".join(dict.fromkeys(people))
+    text = f"Reminder: \"{fit(request.prompt, NOTE)}\" still waits for an answer (above)."
+    return {"text": f"{who} {text}" if who else text}
 
 
 def refusal(request: InputRequestOut, reason: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from twilio.twiml.messaging_response import MessagingResponse
 
-from engine.channels import ChannelUnavailable, QueuePosition
+from engine.channels import ChannelUnavailable, QueuePosition, Reminder
 from engine.contacts import is_reachable, set_reachable
 from engine.delivery import shown_requests
 from engine.inbound import accept, message_item, responses_item
@@ -30,7 +30,7 @@ from engine.runtime import Runtime, current
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
 from .parse import TWILIO_NUMBER, WHATSAPP, Keyword, TwilioInbound, is_whatsapp, parse_twilio_form, twilio_principal
-from .render import render_confirmation, render_message, render_prompt, render_refusal
+from .render import render_confirmation, render_message, render_prompt, render_refusal, render_reminder_sms
 from .verify import public_url, verify_twilio_signature
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,11 @@ class TwilioChannel:
 
     def say(self, session: SessionInfo, text: str) -> str | None:
         return self.send(session, render_message(text))
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str | None:
+        """A short text: "Reminder: <prompt> Reply 1 or 2 ..." (the prompt shown is the one on the phone)."""
+        _, theirs = split_address(session.address)
+        return self.send(session, render_reminder_sms(request, whatsapp=is_whatsapp(theirs)))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Text the refusal to a responder who answered from this number (by SMS, or this WhatsApp); one who

@@ -9,7 +9,9 @@ words Twilio acts on by SMS.
 
 from __future__ import annotations
 
-from engine.channels import TEXT_LABELS, QueuePosition, render_settled, render_text
+from collections.abc import Callable
+
+from engine.channels import TEXT_LABELS, QueuePosition, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut
 
 from .parse import KEYWORDS
@@ -86,16 +88,29 @@ def render_prompt(request: InputRequestOut, position: QueuePosition, whatsapp: b
         shorter = request.model_copy(update={"prompt": cut(request.prompt, budget), "options": options})
         return render_text(shorter, position, how_to_answer(request, whatsapp), input_limit=budget, marker=MARKER)
 
+    return within(at, PROMPT_SEGMENTS, whatsapp)
+
+
+def render_reminder_sms(request: InputRequestOut, whatsapp: bool = False) -> str:
+    """A reminder of the prompt on the person's screen, in one segment: "Reminder: Approve refund? Reply 1 or 2
+    (or approve / deny)." (the prompt cut to fit)."""
+    how = how_to_answer(request, whatsapp)
+    return within(lambda budget: render_reminder(request, how, budget, MARKER), 1, whatsapp)
+
+
+def within(text_at: Callable[[int], str], parts: int, whatsapp: bool) -> str:
+    """`text_at(budget)` for the largest budget (of characters its text cuts to) that fits in `parts` segments
+    (on WhatsApp: the body limit)."""
     def fits(text: str) -> bool:
-        return len(text) <= MAX_BODY if whatsapp else segments(text) <= PROMPT_SEGMENTS
+        return len(text) <= MAX_BODY if whatsapp else segments(text) <= parts
 
     low, high = 2 * len(MARKER), MAX_BODY
-    if fits(at(high)):
-        return at(high)
+    if fits(text_at(high)):
+        return text_at(high)
     while low < high:  # the largest budget that fits
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if fits(at(middle)) else (low, middle - 1)
-    return cut(at(low), MAX_BODY)
+        low, high = (middle, high) if fits(text_at(middle)) else (low, middle - 1)
+    return cut(text_at(low), MAX_BODY)
 
 
 def render_confirmation(request: InputRequestOut) -> str:

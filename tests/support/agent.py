@@ -323,12 +323,48 @@ def average(values: list[float]) -> dict[str, Any]:
     return {"mean": sum(values) / len(values) if values else float("nan")}
 
 
+SECOND_PHONE = "+15550002222"
+"""bob's phone (tests/twilio/support.py): where `escalated_refund` escalates, and who may then approve it."""
+
+
+@tool(approval=ApprovalPolicy(request=always(), remind_every=1, remind_max=2))
+def nudged_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund whose approval reminds every second, twice at most."""
+    record("nudged_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
+@tool(approval=ApprovalPolicy(request=always(), escalate_after=1,
+                              escalate_to={"channel": "twilio", "address": {"to": SECOND_PHONE}},
+                              escalate_approvers=[f"twilio:{SECOND_PHONE}", "bob"]))
+def escalated_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund whose approval, after a second, is also texted to bob, who may then approve it too (by SMS, or
+    with his API key)."""
+    record("escalated_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
+@tool(approval=ApprovalPolicy(request=always(expires_in=2), on_timeout="approve"))
+def lenient_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund approved by the app when nobody answers within two seconds."""
+    record("lenient_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
+@tool
+def nudged_survey(ctx: ToolContext) -> dict[str, Any]:
+    """A workflow tool whose question reminds every second, twice at most."""
+    color = ctx.ask("Which color?", options=["Red", "Blue"], remind_every=1, remind_max=2)
+    return {"color": color.value, "outcome": color.outcome}
+
+
 agent = Agent(
     name="test-agent",
     instructions="You are the test agent.",
     model=ScriptedModel(play),
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
-           wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick,
+           wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
+           escalated_refund, lenient_refund, nudged_survey,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.channels import QueuePosition
+from engine.channels import QueuePosition, Reminder
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 
@@ -37,6 +37,14 @@ class RecordingChannel:
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         self.calls.append(("refuse", request.request_id, responder.principal_id, reason))
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
+        self._maybe_fail()
+        self.calls.append(("remind", request.request_id, reminder.count, ref))
+        return f"ref-{len(self.calls)}"
+
+    def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
+        self.calls.append(("refresh", request.request_id, request.escalated_at is not None, ref))
 
     def _maybe_fail(self) -> None:
         if self.down:

@@ -20,7 +20,7 @@ export const apiKey = {
 export const EVENT_TYPES = [
   "message.received", "turn.started", "assistant.message", "action.called", "action.result",
   "input.requested", "turn.waiting", "approval.candidate", "approval.settled", "input.resolved",
-  "turn.completed", "turn.failed", "turn.cancelled", "session.waiting",
+  "input.reminded", "input.escalated", "turn.completed", "turn.failed", "turn.cancelled", "session.waiting",
 ];
 
 export async function api(method, path, body) {

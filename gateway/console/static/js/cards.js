@@ -13,11 +13,16 @@ function answerText(request) {
   return option ? option.label : response.text || response.optionId || "";
 }
 
+// The app settles with a reason ("approved on timeout"), never as a person.
+function appReason(principal) {
+  return principal && principal.authenticator === "app" ? (principal.attributes || {}).reason : null;
+}
+
 export function outcomeText(request) {
   const by = request.responder ? ` by ${principalName(request.responder)}` : "";
   const note = request.response && request.response.text ? `: ${request.response.text}` : "";
   const changes = request.response && request.response.changes ? ` with changes: ${request.response.changes}` : "";
-  if (request.outcome === "approved") return `approved${by}${changes}`;
+  if (request.outcome === "approved") return appReason(request.responder) || `approved${by}${changes}`;
   if (request.outcome === "denied") return `denied${by}${note}`;
   if (request.outcome === "answered") return `answered${by}: ${answerText(request)}`;
   return `${request.outcome || "closed"}${by}${note}`;
@@ -110,8 +115,9 @@ export class RequestCard {
     this.controls = h("div", { class: "controls" });
     this.outcome = h("p", { class: "outcome", tabIndex: -1 }); // focus goes there when the answered controls go
     this.notice = h("p", { class: "card-notice", role: "status" });
-    this.el = h("article", { class: `card kind-${request.kind}` }, this.header(sessionLink), this.action(),
-      this.controls, this.outcome, this.notice);
+    this.followUp = h("p", { class: "meta follow-up" }); // reminded, escalated: they change while it waits
+    this.el = h("article", { class: `card kind-${request.kind}` }, this.header(sessionLink), this.followUp,
+      this.action(), this.controls, this.outcome, this.notice);
     this.render();
   }
 
@@ -122,7 +128,8 @@ export class RequestCard {
       h("a", { class: "session-title", href: `#/sessions/${r.sessionId}` }, r.title || `Session ${shortId(r.sessionId)}`),
       h("span", { class: "meta" }, `${r.agent} · ${channelName(r.channel)}`)) : null;
     const meta = h("p", { class: "meta" }, `asked by ${principalName(r.requestedBy)} · `, when(r.createdAt),
-      r.expiresAt ? [" · expires ", when(r.expiresAt)] : null);
+      r.expiresAt ? [" · expires ", when(r.expiresAt), r.onTimeout === "approve" ? ", then approved on timeout" : ""]
+        : null);
     return h("header", {}, session, h("span", { class: "kind" }, KIND_LABELS[r.kind] || r.kind), h("h4", {}, r.prompt), meta);
   }
 
@@ -142,6 +149,12 @@ export class RequestCard {
   }
 
   render() {
+    const r = this.request;
+    this.followUp.replaceChildren(...[
+      r.reminded ? `reminded ${r.reminded}×` : null,
+      r.escalatedAt ? ["escalated ", when(r.escalatedAt)] : null,
+    ].filter(Boolean).flatMap((part, i) => (i ? [" · ", part] : [part])).flat());
+    this.followUp.hidden = !this.followUp.hasChildNodes();
     this.el.classList.toggle("settled", !this.open);
     this.el.dataset.outcome = this.request.outcome || "pending";
     if (this.open && !this.controls.hasChildNodes()) this.controls.append(...controlsFor(this));

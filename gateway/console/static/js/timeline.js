@@ -35,8 +35,12 @@ const HANDLERS = {
   "assistant.message": (t, e) => t.add(bubble("assistant", e.data.text, null, e.at)),
   "action.called": (t, e) => t.call(e.data.callId, e.data.toolName, e.data.input),
   "action.result": (t, e) => t.result(e.data),
-  "input.requested": (t, e) => e.data.requests.forEach((request) => t.request(request)),
+  // (a request escalated here from another session opened here when it escalated)
+  "input.requested": (t, e) => e.data.requests.forEach((request) =>
+    t.request(e.data.escalatedFrom ? { ...request, escalatedAt: e.at } : request)),
   "input.resolved": (t, e) => e.data.resolutions.forEach((r) => t.resolve(r)),
+  "input.reminded": (t, e) => t.cards.get(e.data.requestId)?.update({ reminded: e.data.count }),
+  "input.escalated": (t, e) => t.cards.get(e.data.requestId)?.update({ escalatedAt: e.at }),
   "approval.candidate": (t, e) => UNSETTLED.has(e.data.outcome) && t.cards.get(e.data.requestId)?.refused(e.data),
   "turn.failed": (t, e) => t.add(h("p", { class: "note error" }, `The turn failed: ${e.data.error?.message || "see the history"}`)),
   "turn.cancelled": (t) => t.add(h("p", { class: "note" }, "The turn was cancelled.")),
