@@ -12,7 +12,7 @@
 
 Adding the columns rewrites nothing: `reminded`'s default is a constant.
 
-Revision ID: 0011
+Revision ID: 0010
 Revises: 0009
 """
 
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0011"
+revision: str = "0010"
 down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
