@@ -70,7 +70,7 @@ def test_the_lists_and_a_session_say_what_each_session_is_at_a_desktop_s_and_a_p
         approval = page.locator("article.card").filter(has_text="Approve refund charge?")
         expect(approval.locator(".session-line a")).to_have_text(title)
         expect(approval.locator(".session-line .meta")).to_have_text("gateway.demo:agent · API")
-        expect(approval.locator(".meta").last).to_contain_text("asked by local")
+        expect(approval.locator(".meta", has_text="asked by").first).to_contain_text("asked by local")
         question = page.locator("article.card").filter(has_text="Which plan?")
         expect(question.locator(".session-line a")).to_have_text("upgrade my plan")
         expect(question.locator(".session-line .meta")).to_have_text("gateway.demo:agent · API")
