@@ -33,12 +33,12 @@ import psycopg
 from sqlalchemy import event
 from sqlalchemy.orm import Session as DbSession
 
-from engine.executors import InlineExecutor
+from engine.answers.submit import submit_responses
+from engine.jobs.executors import InlineExecutor
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse
-from engine.responses import submit_responses
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.storage import pack_id, unpack_id
+from engine.store.storage import pack_id, unpack_id
+from engine.turns.sessions import open_session
 
 from .config import Bench
 from .measure import engine_bytes, wait_turns

@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-from engine.storage import pack_id, unpack_id
-from engine.tables import Base
+from engine.store.storage import pack_id, unpack_id
+from engine.store.tables import Base
 
 from .seed import Parked
 from .stack import Target, wait_for

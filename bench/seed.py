@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 from sqlalchemy import Table
 
-from engine.channels import ChannelAdapter
-from engine.executors import InlineExecutor
+from engine.channels.contract import ChannelAdapter
+from engine.jobs.executors import InlineExecutor
 from engine.protocol import Principal, operator_principal
-from engine.sessions import open_session
-from engine.storage import new_id, pack_id, unpack_id
-from engine.tables import Base
+from engine.store.storage import new_id, pack_id, unpack_id
+from engine.store.tables import Base
+from engine.turns.sessions import open_session
 
 from .stack import Target, harness_runtime
 

@@ -22,11 +22,11 @@ from redis import Redis
 from rq import Queue, Worker
 from sqlalchemy.engine import make_url
 
-from engine.channels import ChannelAdapter
-from engine.db import Database, normalize_url
-from engine.executors import RQExecutor
-from engine.runtime import Executor, Runtime
-from engine.tables import Base
+from engine.channels.contract import ChannelAdapter
+from engine.jobs.executors import RQExecutor
+from engine.jobs.runtime import Executor, Runtime
+from engine.store.db import Database, normalize_url
+from engine.store.tables import Base
 from gateway.compose import load_agent
 
 ROOT = Path(__file__).resolve().parent.parent

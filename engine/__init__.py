@@ -1,9 +1,10 @@
 """hitl-gateway engine: durable agent turns that park on people. Platform-free."""
 
-from .agent import Agent, Answer, Approval, Tool, ToolContext, tool
-from .errors import EngineError, InvalidInput, NotFound, RequestClosed
-from .llm import AnthropicModel, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
-from .policies import (
+from engine.agent import Agent, Answer, Approval, Tool, ToolContext, tool
+from engine.answers.questions import ask_question
+from engine.errors import EngineError, InvalidInput, NotFound, RequestClosed
+from engine.llm import AnthropicModel, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
+from engine.policies import (
     ApprovalContext,
     ApprovalPolicy,
     ResponseContext,
@@ -15,8 +16,7 @@ from .policies import (
     once,
     requester_only,
 )
-from .protocol import InputResponse, Principal
-from .questions import ask_question
+from engine.protocol import InputResponse, Principal
 
 __all__ = [
     "Agent",

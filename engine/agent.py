@@ -11,12 +11,12 @@ from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .edits import GRANT_DIGEST, INPUT_GRANT, problems_of
-from .errors import ToolDefinitionError
-from .llm import ChatModel
-from .policies import ApprovalPolicy, ResponsePolicy, never
-from .protocol import Principal
-from .schedules import NO_SCHEDULE, Schedule, Seconds, schedule
+from engine.answers.edits import GRANT_DIGEST, INPUT_GRANT, problems_of
+from engine.answers.schedules import NO_SCHEDULE, Schedule, Seconds, schedule
+from engine.errors import ToolDefinitionError
+from engine.llm import ChatModel
+from engine.policies import ApprovalPolicy, ResponsePolicy, never
+from engine.protocol import Principal
 
 
 @dataclass(frozen=True)

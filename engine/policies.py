@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
-from .edits import input_grant
-from .llm import ChatModel
-from .protocol import InputRequestOut, Principal
-from .schedules import Schedule, Seconds, schedule
+from engine.answers.edits import input_grant
+from engine.answers.schedules import Schedule, Seconds, schedule
+from engine.llm import ChatModel
+from engine.protocol import InputRequestOut, Principal
 
 log = logging.getLogger(__name__)
 

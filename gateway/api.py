@@ -7,10 +7,12 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from engine.conversation import cancel_turn, post_message
-from engine.external import cancel_external_request, open_external_request
+from engine.answers.conversation import cancel_turn, post_message
+from engine.answers.external import cancel_external_request, open_external_request
+from engine.answers.submit import submit_responses
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, ResponseBody
-from engine.queries import (
+from engine.store.queries import (
     events_after,
     get_request,
     list_requests,
@@ -19,9 +21,7 @@ from engine.queries import (
     require_seen,
     session_history,
 )
-from engine.responses import submit_responses
-from engine.runtime import Runtime
-from engine.sessions import open_session
+from engine.turns.sessions import open_session
 
 from . import stream
 from .auth import current_caller

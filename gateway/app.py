@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Flask
 
 from engine import defaults
-from engine.executors import InlineExecutor
-from engine.recovery import HandOverPoll, Sweeper
-from engine.runtime import Runtime
+from engine.jobs.executors import InlineExecutor
+from engine.jobs.recovery import HandOverPoll, Sweeper
+from engine.jobs.runtime import Runtime
 
 from . import api, body_limit, console, errors, github, health, metrics, openapi, slack, twilio
 from .changes import Changes

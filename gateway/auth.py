@@ -23,7 +23,7 @@ class Caller:
 
     @property
     def seen_by(self) -> Principal | None:
-        """Whose view the engine's reads take (engine/access.py): None, everything, for an operator."""
+        """Whose view the engine's reads take (engine/store/access.py): None, everything, for an operator."""
         return None if self.role == "operator" else self.principal
 
     def require_operator(self, message: str) -> None:

@@ -21,8 +21,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session as DbSession
 
-from engine.db import Database
-from engine.tables import Session
+from engine.store.db import Database
+from engine.store.tables import Session
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from engine.errors import EngineError
-from engine.recovery import Sweeper
+from engine.jobs.recovery import Sweeper
 
 from .cli_operator import add_operator_commands
 from .compose import build_runtime, open_database
@@ -125,7 +125,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     rt = build_runtime(settings)
     import psycopg  # noqa: F401  (preloaded so forked work horses do not import it per job)
 
-    import engine.jobs  # noqa: F401
+    import engine.jobs.perform  # noqa: F401
 
     Sweeper(rt, settings.sweep_seconds).start()
     executor = rt.executor
@@ -159,7 +159,7 @@ def cmd_mcp(args: argparse.Namespace) -> None:
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
     settings = load_settings()
-    from engine.db import Database
+    from engine.store.db import Database
 
     db = Database(settings.database_url)
     newer = db.newer_revision()

@@ -18,16 +18,16 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from engine import defaults
-from engine.db import Database
-from engine.executors import HandOver
-from engine.operator import resume_turn
+from engine.answers.submit import submit_responses
+from engine.jobs.executors import HandOver
+from engine.jobs.operator import resume_turn
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, operator_principal
-from engine.queries import list_requests, list_sessions, session_history
-from engine.recovery import sweep
-from engine.responses import submit_responses
-from engine.runtime import Runtime
-from engine.tables import InputRequest, Outbox, Session
-from engine.turns import pending_requests
+from engine.store.db import Database
+from engine.store.queries import list_requests, list_sessions, session_history
+from engine.store.tables import InputRequest, Outbox, Session
+from engine.turns.transitions import pending_requests
 
 from .compose import build_runtime, open_database, queue
 from .schemas import MAX_PAGE, PAGE, page_limit

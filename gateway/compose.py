@@ -11,10 +11,10 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from engine import Agent
-from engine.channels import ChannelAdapter
-from engine.db import Database
-from engine.executors import InlineExecutor, RQExecutor
-from engine.runtime import Executor, Runtime, install
+from engine.channels.contract import ChannelAdapter
+from engine.jobs.executors import InlineExecutor, RQExecutor
+from engine.jobs.runtime import Executor, Runtime, install
+from engine.store.db import Database
 
 from .github import github_channel
 from .settings import ConfigurationError, Settings

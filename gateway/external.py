@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.external import NewRequest, Place
-from engine.runtime import Runtime
-from engine.schedules import ON_TIMEOUT, Schedule, schedule
+from engine.answers.external import NewRequest, Place
+from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
+from engine.jobs.runtime import Runtime
 
 from .errors import ApiError, field_problems
 from .schemas import MAX_METADATA_BYTES, PlaceSpec

@@ -13,7 +13,7 @@ from adapters.github import (
     GithubVerificationError,
     GithubWebhook,
 )
-from engine.runtime import Runtime
+from engine.jobs.runtime import Runtime
 
 from .errors import error_response
 from .settings import ConfigurationError, Settings, half_configured

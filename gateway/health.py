@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 from sqlalchemy import text
 
-from engine.executors import RQExecutor
-from engine.runtime import Runtime
+from engine.jobs.executors import RQExecutor
+from engine.jobs.runtime import Runtime
 
 bp = Blueprint("health", __name__)
 

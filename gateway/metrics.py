@@ -14,9 +14,9 @@ from flask import Blueprint, Response, current_app
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
-from engine.inbound import NOTICE
-from engine.runtime import Runtime
-from engine.tables import Inbound, InputRequest, PrunedInbound, Run, Turn
+from engine.channels.inbound import NOTICE
+from engine.jobs.runtime import Runtime
+from engine.store.tables import Inbound, InputRequest, PrunedInbound, Run, Turn
 
 from .auth import current_caller
 

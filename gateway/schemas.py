@@ -1,6 +1,6 @@
 """The REST API's wire shapes: the bodies it validates and the documents it answers (and documents in OpenAPI).
 
-Request bodies are strict (unknown keys are a 400). Response models mirror what `engine.queries` and the
+Request bodies are strict (unknown keys are a 400). Response models mirror what `engine.store.queries` and the
 API return; they only describe those documents (the OpenAPI contract), they do not produce them.
 """
 

@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from adapters.github import MIN_PERMISSIONS
-from engine.webhooks import parse_secret
+from engine.jobs.webhooks import parse_secret
 
 from .apikeys import ApiKey, api_key, check_distinct, parse_key_file, parse_keys
 

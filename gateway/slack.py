@@ -3,8 +3,8 @@
 * One workspace: SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET. Many: SLACK_CLIENT_ID + SLACK_CLIENT_SECRET (OAuth,
   installations in the gateway's database, install at `/slack/install`) + SLACK_SIGNING_SECRET.
 * Events and interactivity arrive at `/slack/events` (or `/slack/interactions`): the edge checks the signature
-  (401, no effect), then Bolt's listeners store an inbound item with `engine.inbound.accept` and ack. No Web API
-  call in the request path, except `views.open` for the "Type an answer" and "Edit" modals (a trigger lives 3
+  (401, no effect), then Bolt's listeners store an inbound item with `engine.channels.inbound.accept` and ack.
+  No Web API call in the request path, except `views.open` for the "Type an answer" and "Edit" modals (a trigger lives 3
   seconds). A submitted edit is checked against the tool before it is stored: what does not fit is shown in the
   modal (`response_action: errors`).
 * Only people of the allowed teams are heard (gateway/slack_admission.py): anyone else's message, click or
@@ -62,13 +62,13 @@ from adapters.slack import (
     turned_away_notice,
     verify_slack_signature,
 )
-from engine.db import normalize_url
-from engine.inbound import accept, choice_item, ignored_item, message_item, responses_item
+from engine.answers.input_requests import request_out
+from engine.answers.submit import edit_problems
+from engine.channels.inbound import accept, choice_item, ignored_item, message_item, responses_item
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputRequestOut, InputResponse, Principal
-from engine.requests import request_out
-from engine.responses import edit_problems
-from engine.runtime import Runtime
-from engine.tables import InputRequest, Session
+from engine.store.db import normalize_url
+from engine.store.tables import InputRequest, Session
 
 from .errors import ApiError
 from .settings import ConfigurationError, Settings, half_configured
@@ -200,7 +200,7 @@ class StoredBotAuthorize(Authorize):
 
 
 class Listeners:
-    """Each listener turns a verified payload into an inbound item (`engine.inbound.accept`: deduplicated,
+    """Each listener turns a verified payload into an inbound item (`engine.channels.inbound.accept`: deduplicated,
     stored, a job enqueued) and acks; the job does the rest. A person the admission turns away gets an ignored
     item instead, whose notice tells them why, once per channel."""
 

@@ -27,9 +27,9 @@ from flask import Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from engine.errors import NotFound
+from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
-from engine.queries import events_after, pending_inbox, request_state
-from engine.runtime import Runtime
+from engine.store.queries import events_after, pending_inbox, request_state
 
 from .auth import Caller, current_caller
 from .changes import POLL_SECONDS, SESSION_EVENTS, Changes, Topic

@@ -17,7 +17,7 @@ from adapters.twilio import (
     TwilioVerificationError,
     parse_allow_list,
 )
-from engine.runtime import Runtime
+from engine.jobs.runtime import Runtime
 
 from .settings import ConfigurationError, Settings, half_configured
 

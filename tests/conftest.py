@@ -17,14 +17,14 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, event, select, text
 from sqlalchemy.orm import Session as DbSession
 
-from engine.conversation import Posted, post_message
-from engine.executors import InlineExecutor
+from engine.answers.conversation import Posted, post_message
+from engine.answers.submit import ResponseResult, submit_responses
+from engine.jobs.executors import InlineExecutor
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
-from engine.queries import events_after, list_requests, session_history
-from engine.responses import ResponseResult, submit_responses
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
+from engine.store.queries import events_after, list_requests, session_history
+from engine.store.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
+from engine.turns.sessions import open_session
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
@@ -165,7 +165,7 @@ def fresh_database(prefix: str = "hitl_test") -> Iterator[str]:
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    from engine.db import Database
+    from engine.store.db import Database
 
     base = require_postgres()
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"

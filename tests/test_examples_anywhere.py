@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.webhooks import parse_secret, signature
+from engine.jobs.webhooks import parse_secret, signature
 from examples.agents_anywhere import callback_receiver, client_agent, rest_api
 from gateway.client import HitlClient
 from tests.conftest import KEYS, Stack, sqlite_settings

@@ -52,7 +52,7 @@ def test_the_wheel_holds_every_file_of_the_packages_and_their_type_markers(wheel
     for package in PACKAGES:
         assert source_files(package) - shipped == set(), f"{package}: files the wheel leaves out"
         assert f"{package}/py.typed" in shipped
-    assert {"gateway/console/static/index.html", "gateway/console/static/js/main.js", "engine/migrations/env.py",
+    assert {"gateway/console/static/index.html", "gateway/console/static/js/main.js", "engine/store/migrations/env.py",
             "adapters/slack/manifest.yml"} <= shipped
 
 

@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.channels import ChannelUnavailable, QueuePosition, Reminder
-from engine.delivery import shown_requests
-from engine.inbound import accept, ignored_item, message_item, responses_item
+from engine.answers.submit import edit_problems
+from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
+from engine.channels.delivery import shown_requests
+from engine.channels.inbound import accept, ignored_item, message_item, responses_item
+from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, InputResponse, Principal
-from engine.responses import edit_problems
-from engine.runtime import Runtime
 
 from .client import CollaboratorRole, GithubClient
 from .errors import GithubError

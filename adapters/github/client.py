@@ -1,9 +1,10 @@
 """A small GitHub REST client on `requests`: issue comments, reactions and collaborator permissions.
 
 `api_url` is https://api.github.com, a GitHub Enterprise server's `https://<host>/api/v3`, or a test server.
-Rate limits, 5xx answers and network failures raise `engine.channels.ChannelUnavailable`: a delivery GitHub told
-when to come back (`Retry-After`, or a spent rate limit's reset time) waits until then, any other fails the job,
-which is retried; any other refusal raises GithubApiError, a refusal for good (engine.channels.ChannelRefused).
+Rate limits, 5xx answers and network failures raise `engine.channels.contract.ChannelUnavailable`: a delivery
+GitHub told when to come back (`Retry-After`, or a spent rate limit's reset time) waits until then, any other fails
+the job, which is retried; any other refusal raises GithubApiError, a refusal for good
+(engine.channels.contract.ChannelRefused).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import requests
 
-from engine.channels import ChannelUnavailable
+from engine.channels.contract import ChannelUnavailable
 
 from .errors import GithubApiError
 

@@ -18,11 +18,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.edits import Problem
-from engine.forms import edited, form_fields
+from engine.answers.edits import Problem
+from engine.answers.forms import edited, form_fields
+from engine.answers.input_requests import option_named
+from engine.answers.options import match_reply
 from engine.protocol import InputRequestOut, InputResponse, Principal
-from engine.replies import match_reply
-from engine.requests import option_named
 
 from .errors import GithubParseError
 

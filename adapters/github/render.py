@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from engine.channels import QueuePosition, render_reminder, render_settled, render_text
-from engine.edits import Problem
-from engine.forms import form_fields
+from engine.answers.edits import Problem
+from engine.answers.forms import form_fields
+from engine.channels.contract import QueuePosition, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut, Principal
 
 MAX_BODY = 65_000

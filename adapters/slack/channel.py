@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.channels import QueuePosition, Reminder
+from engine.channels.contract import QueuePosition, Reminder
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 

@@ -1,9 +1,10 @@
 """Slack Web API calls (slack-sdk's WebClient) for delivery jobs: which token, and what a failure means.
 
 A 429 or a Slack outage (a 5xx, or an error code Slack documents as transient) raises
-engine.channels.ChannelUnavailable (a 429 with its `Retry-After`: the session's delivery waits that long; an outage
+engine.channels.contract.ChannelUnavailable
+(a 429 with its `Retry-After`: the session's delivery waits that long; an outage
 fails the job, which is retried); any other error answer raises SlackApiError with Slack's error code, a refusal
-for good (engine.channels.ChannelRefused).
+for good (engine.channels.contract.ChannelRefused).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError as SdkApiError
 from slack_sdk.oauth.installation_store import Bot, InstallationStore
 
-from engine.channels import ChannelUnavailable
+from engine.channels.contract import ChannelUnavailable
 
 from .errors import SlackApiError
 from .parse import Where

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.channels import ChannelRefused
+from engine.channels.contract import ChannelRefused
 
 
 class SlackError(Exception):

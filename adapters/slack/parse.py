@@ -15,8 +15,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.edits import Problem
-from engine.forms import FormField, edited, form_fields
+from engine.answers.edits import Problem
+from engine.answers.forms import FormField, edited, form_fields
 from engine.protocol import InputRequestOut, Principal
 
 from .body import Id

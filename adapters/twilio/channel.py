@@ -2,7 +2,7 @@
 WhatsApp is the same channel with `whatsapp:+E.164` numbers on both sides (its own sessions and principals).
 
 Outbound (delivery jobs): prompts, confirmations, assistant messages and refusals go out through
-`messages.create`, unless the number opted out (engine.contacts). Inbound (`receive`, behind the gateway's
+`messages.create`, unless the number opted out (engine.channels.contacts). Inbound (`receive`, behind the gateway's
 `POST /twilio/sms`): verify, admit only allowed senders, dedupe on (AccountSid, MessageSid), handle the
 keywords Twilio acts on itself, and store anything else as a message for the (From, To) session.
 """
@@ -17,15 +17,15 @@ from typing import Any
 
 from twilio.twiml.messaging_response import MessagingResponse
 
-from engine.channels import ChannelUnavailable, QueuePosition, Reminder
-from engine.contacts import is_reachable, set_reachable
-from engine.delivery import shown_requests
-from engine.inbound import accept, message_item, responses_item
+from engine.answers.options import match_reply
+from engine.channels.contacts import is_reachable, set_reachable
+from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
+from engine.channels.delivery import shown_requests
+from engine.channels.inbound import accept, message_item, responses_item
+from engine.jobs.runtime import Runtime, current
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, InputResponse, Principal
-from engine.queries import list_requests
-from engine.replies import match_reply
-from engine.runtime import Runtime, current
+from engine.store.queries import list_requests
 
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError

@@ -1,4 +1,4 @@
-"""SMS text: prompts from engine.channels.render_text, kept within two segments; confirmations; refusals.
+"""SMS text: prompts from engine.channels.contract.render_text, kept within two segments; confirmations; refusals.
 
 An SMS is sent as GSM-7 (160 septets, 153 per part once split) unless one character is outside the GSM-7
 tables (an emoji, a smart quote): then the whole message is UCS-2 (70 UTF-16 units, 67 per part). Long tool
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.channels import TEXT_LABELS, QueuePosition, render_reminder, render_settled, render_text
+from engine.channels.contract import TEXT_LABELS, QueuePosition, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut
 
 from .parse import KEYWORDS

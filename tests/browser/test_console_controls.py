@@ -8,9 +8,9 @@ from typing import Any
 
 import requests
 
-from engine.db import Database
 from engine.defaults import HISTORY_TURNS
 from engine.protocol import operator_principal
+from engine.store.db import Database
 from gateway.settings import Settings
 from tests.browser.conftest import Shot, open_page, paste_key, serve, start_session
 from tests.conftest import KEYS

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from adapters.slack import Where
-from engine.tables import Post, Session
+from engine.store.tables import Post, Session
 from tests.contract.driver import Shown
 from tests.slack.workspace import USERS, Workspace, workspace
 from tests.support.fake_slack import Message

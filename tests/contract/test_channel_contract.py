@@ -11,9 +11,9 @@ from typing import cast
 
 import pytest
 
-from engine.conversation import cancel_turn
+from engine.answers.conversation import cancel_turn
+from engine.jobs.recovery import sweep
 from engine.protocol import operator_principal
-from engine.recovery import sweep
 from tests.contract import api_driver, github_driver, slack_driver, twilio_driver
 from tests.contract.driver import Driver, Shown, TextDriver
 from tests.support.agent import read_ledger, script

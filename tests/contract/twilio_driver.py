@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from adapters.twilio.render import render_confirmation
-from engine.requests import request_out
-from engine.tables import InputRequest, Post, Session
+from engine.answers.input_requests import request_out
+from engine.store.tables import InputRequest, Post, Session
 from tests.contract.driver import Shown
 from tests.twilio.support import PHONES, Sms, twilio_stack
 

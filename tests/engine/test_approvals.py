@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session as DbSession
 
-from engine.db import Database
-from engine.tables import Turn
+from engine.store.db import Database
+from engine.store.tables import Turn
 from tests.conftest import Stack, make_stack, recorded, sqlite_settings
 from tests.engine.test_outbox import clicked
 from tests.support.agent import read_ledger, script

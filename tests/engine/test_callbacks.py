@@ -14,14 +14,14 @@ import pytest
 from sqlalchemy import select
 from standardwebhooks import Webhook
 
-from engine.callbacks import claim
-from engine.external import NewRequest, open_external_request
+from engine.answers.external import NewRequest, open_external_request
+from engine.answers.submit import submit_responses
+from engine.jobs.callbacks import claim
+from engine.jobs.recovery import sweep
+from engine.jobs.webhooks import WebhookRefused, check_url, parse_secret, signature
 from engine.protocol import InputResponse, api_key_principal
-from engine.queries import get_request
-from engine.recovery import sweep
-from engine.responses import submit_responses
-from engine.tables import Outbox
-from engine.webhooks import WebhookRefused, check_url, parse_secret, signature
+from engine.store.queries import get_request
+from engine.store.tables import Outbox
 from tests.conftest import Stack, sqlite_settings
 from tests.support.hooks import Hooks, hook_server
 

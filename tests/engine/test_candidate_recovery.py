@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine import defaults
+from engine.jobs.recovery import sweep
 from engine.policies import ResponseContext
-from engine.recovery import sweep
 from tests.conftest import Stack
 from tests.support.agent import read_ledger, script
 

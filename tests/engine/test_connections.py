@@ -10,7 +10,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from engine.db import Database
+from engine.store.db import Database
 
 
 class Pinged(Database):

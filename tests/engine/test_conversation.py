@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from engine import conversation
-from engine.conversation import cancel_turn, post_message, receive_responses
-from engine.db import Database
+from engine.answers import conversation
+from engine.answers.conversation import cancel_turn, post_message, receive_responses
+from engine.answers.submit import ResponseResult, submit_responses
 from engine.errors import NotPermitted
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, Principal, api_key_principal, operator_principal
-from engine.queries import events_after, session_history
-from engine.recovery import sweep
-from engine.responses import ResponseResult, submit_responses
-from engine.runtime import Runtime
-from engine.sessions import open_session
+from engine.store.db import Database
+from engine.store.queries import events_after, session_history
+from engine.turns.sessions import open_session
 from tests.conftest import Stack
 from tests.engine.test_outbox import Dropped
 from tests.support.agent import MAX_STEPS, read_ledger, script, started, steered, thinking, wait_for

@@ -11,13 +11,13 @@ from unittest.mock import ANY
 import pytest
 from sqlalchemy import func, select
 
-from engine.delivery import claim, deliver, release
-from engine.jobs import perform
+from engine.channels.delivery import claim, deliver, release
+from engine.jobs.perform import perform
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import api_key_principal
-from engine.recovery import sweep
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import Event, Session
+from engine.store.tables import Event, Session
+from engine.turns.sessions import open_session
 from tests.conftest import Stack, recorded, sqlite_settings
 from tests.support.agent import script
 from tests.support.fake_channel import RecordingChannel

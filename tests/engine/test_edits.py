@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from engine import ApprovalPolicy, always, never, tool
-from engine.edits import changes
+from engine.answers.edits import changes
 from engine.errors import InvalidInput, ToolDefinitionError
+from engine.jobs.recovery import sweep
 from engine.policies import ResponseContext
-from engine.recovery import sweep
 from tests.conftest import Stack, sqlite_settings
 from tests.engine.test_candidate_recovery import Dying, later, overdue
 from tests.support.agent import read_ledger, script

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from engine.conversation import post_message
+from engine.answers.conversation import post_message
+from engine.answers.external import NewRequest, Place, cancel_external_request, open_external_request
+from engine.answers.submit import submit_responses
 from engine.errors import Conflict, IdempotencyConflict, NotPermitted, RequestClosed
-from engine.external import NewRequest, Place, cancel_external_request, open_external_request
+from engine.jobs.recovery import sweep
 from engine.protocol import InputResponse, Principal, api_key_principal, operator_principal
-from engine.queries import get_request
-from engine.recovery import sweep
-from engine.responses import submit_responses
-from engine.sessions import open_session
-from engine.tables import Outbox, Turn
+from engine.store.queries import get_request
+from engine.store.tables import Outbox, Turn
+from engine.turns.sessions import open_session
 from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
 from tests.support.fake_channel import RecordingChannel

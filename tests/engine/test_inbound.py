@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from engine.inbound import accept, choice_item, message_item, responses_item
+from engine.channels.inbound import accept, choice_item, message_item, responses_item
 from engine.protocol import InputResponse, api_key_principal
-from engine.tables import Inbound
+from engine.store.tables import Inbound
 from tests.conftest import Stack
 from tests.support.agent import read_ledger, script
 
@@ -18,7 +18,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is True
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is False
     stack.settle()
-    from engine.queries import list_sessions
+    from engine.store.queries import list_sessions
 
     [session] = list_sessions(stack.rt)["sessions"]
     assert session["channel"] == "fake" and session["pendingRequests"] == 1

@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from engine.db import Database
+from engine.jobs.runtime import Runtime
 from engine.protocol import api_key_principal
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.storage import pack_id
-from engine.turns import lock_turn_run
+from engine.store.db import Database
+from engine.store.storage import pack_id
+from engine.turns.sessions import open_session
+from engine.turns.transitions import lock_turn_run
 from tests.conftest import truncate_all
 from tests.engine.test_outbox import Dropped
 from tests.support.agent import agent as test_agent

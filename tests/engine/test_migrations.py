@@ -1,4 +1,4 @@
-"""The Alembic history builds exactly the tables in engine/tables.py, on SQLite and on PostgreSQL; how
+"""The Alembic history builds exactly the tables in engine/store/tables.py, on SQLite and on PostgreSQL; how
 those tables store what they hold."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import MetaData, create_engine, inspect, select, text, type_coerce, update
 from sqlalchemy.engine import make_url
 
-from engine.db import MIGRATIONS, Database
 from engine.protocol import Principal, api_key_principal
-from engine.storage import JSONType, new_id, pack_id, principal_digest
-from engine.tables import (
+from engine.store.db import MIGRATIONS, Database
+from engine.store.storage import JSONType, new_id, pack_id, principal_digest
+from engine.store.tables import (
     Base,
     ExternalRequest,
     Inbound,
@@ -36,7 +36,7 @@ from engine.tables import (
     Run,
     Turn,
 )
-from engine.tables import Session as SessionRow
+from engine.store.tables import Session as SessionRow
 from tests.support.services import require_postgres
 
 

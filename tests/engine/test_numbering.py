@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
-from engine.db import Database, write_row
-from engine.events import add_message, emit
-from engine.runtime import Runtime
-from engine.storage import new_id
-from engine.tables import Event, Message, Session, Turn
-from engine.transcript import load_messages
-from engine.turns import lock_session, lock_turn
+from engine.jobs.runtime import Runtime
+from engine.store.db import Database, write_row
+from engine.store.events import add_message, emit
+from engine.store.storage import new_id
+from engine.store.tables import Event, Message, Session, Turn
+from engine.turns.transcript import load_messages
+from engine.turns.transitions import lock_session, lock_turn
 from tests.conftest import make_stack, recorded
 
 WRITERS, TRANSACTIONS = 4, 10

@@ -13,16 +13,16 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from engine import defaults
-from engine.db import Database
-from engine.events import emit
-from engine.executors import InlineExecutor, RQExecutor
-from engine.inbound import accept, message_item, responses_item
-from engine.jobs import IMPLEMENTATIONS, perform
+from engine.channels.inbound import accept, message_item, responses_item
+from engine.jobs.executors import InlineExecutor, RQExecutor
+from engine.jobs.perform import IMPLEMENTATIONS, perform
+from engine.jobs.recovery import push_outbox, sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
-from engine.recovery import push_outbox, sweep
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import Inbound, InputRequest, Outbox, Session, Turn
+from engine.store.db import Database
+from engine.store.events import emit
+from engine.store.tables import Inbound, InputRequest, Outbox, Session, Turn
+from engine.turns.sessions import open_session
 from tests.conftest import Stack
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
@@ -242,7 +242,7 @@ def test_a_job_that_fails_after_resuming_a_turn_pushes_the_turn_to_the_queue(
     def broken(*_: Any) -> bool:
         raise RuntimeError("the database went away after the answer committed")
 
-    monkeypatch.setattr("engine.inbound.mark_processed", broken)
+    monkeypatch.setattr("engine.channels.inbound.mark_processed", broken)
     with pytest.raises(RuntimeError):
         dropped.run(rt, "process_inbound")
 
@@ -261,7 +261,7 @@ def test_a_click_the_default_policy_settles_commits_with_its_item_marked_process
         def broken(*_: Any) -> bool:
             raise RuntimeError("the database went away before the answer committed")
 
-        patched.setattr("engine.inbound.mark_processed", broken)
+        patched.setattr("engine.channels.inbound.mark_processed", broken)
         with pytest.raises(RuntimeError):
             dropped.run(rt, "process_inbound")
     assert len(pending_request_ids(rt)) == 1 and dropped.pushed == []

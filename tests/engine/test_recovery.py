@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from engine.recovery import sweep
-from engine.tables import ToolCall
+from engine.jobs.recovery import sweep
+from engine.store.tables import ToolCall
 from gateway.settings import Settings
 from tests.conftest import (
     API_KEYS,
@@ -78,7 +78,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
             worker = procs[-1]
             if command == "start":
                 from engine.protocol import api_key_principal
-                from engine.sessions import open_session
+                from engine.turns.sessions import open_session
 
                 open_session(stack.rt, api_key_principal("alice"), message=argument)
             else:
@@ -95,7 +95,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
 
 
 def only_session(stack: Stack) -> str:
-    from engine.queries import list_sessions
+    from engine.store.queries import list_sessions
 
     [session] = list_sessions(stack.rt)["sessions"]
     return str(session["id"])
@@ -114,7 +114,7 @@ def crash_while(crashable: Crashable, tool: str, command: str, argument: str) ->
 def recovered(stack: Stack) -> bool:
     """Sweep (as every worker does every few seconds); True once a dead runner's turn was recovered."""
     sweep(stack.rt)
-    from engine.queries import list_sessions
+    from engine.store.queries import list_sessions
 
     return any(r["status"] == "crashed" for s in list_sessions(stack.rt)["sessions"]
                for t in stack.history(s["id"])["turns"] for r in t["runs"])
@@ -230,8 +230,8 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
 def closed_but_waiting(stack: Stack) -> tuple[str, str]:
     """A turn parked on a refund approval that was closed by a process that died before resuming it (every
     close resumes its turn in the same transaction now: such a turn comes from an older version's crash)."""
+    from engine.answers.settlement import close_request
     from engine.protocol import api_key_principal
-    from engine.settlement import close_request
 
     sid, turn_id = stack.start(script([("refund", {"charge_id": "ch_9", "amount": 9})]))
     [request] = stack.pending(sid)
@@ -255,7 +255,7 @@ def test_the_sweep_resumes_a_settled_turn_nobody_resumed(stack: Stack) -> None:
 
 
 def test_a_sweeper_looks_for_settled_turns_first_then_only_every_settled_every(tmp_path: Path) -> None:
-    from engine.recovery import Sweeper
+    from engine.jobs.recovery import Sweeper
 
     stack = Stack("sqlite", sqlite_settings(tmp_path))
     sweeper = Sweeper(stack.rt, 0.05, settled_every=3600)

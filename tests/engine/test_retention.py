@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select, text
 
-from engine.db import Database
-from engine.executors import InlineExecutor
-from engine.inbound import accept, ignored_item, message_item, responses_item
+from engine.channels.inbound import accept, ignored_item, message_item, responses_item
+from engine.jobs.executors import InlineExecutor
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
-from engine.queries import list_requests, list_sessions
-from engine.recovery import sweep
-from engine.retention import prune
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import (
+from engine.store.db import Database
+from engine.store.queries import list_requests, list_sessions
+from engine.store.retention import prune
+from engine.store.tables import (
     Event,
     Inbound,
     InputRequest,
@@ -33,6 +32,7 @@ from engine.tables import (
     ToolCall,
     Turn,
 )
+from engine.turns.sessions import open_session
 from tests.conftest import truncate_all
 from tests.engine.test_outbox import Dropped
 from tests.support.agent import agent as test_agent

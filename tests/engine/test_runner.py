@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine import runner
-from engine.queries import events_after
-from engine.runtime import Runtime
-from engine.sessions import open_session
+from engine.jobs.runtime import Runtime
+from engine.store.queries import events_after
+from engine.turns import runner
+from engine.turns.sessions import open_session
 from tests.conftest import Stack, sqlite_settings
 from tests.support.agent import read_ledger, script
 

@@ -1,5 +1,5 @@
 """Requests that do not rot: reminders, escalation and what expiry means, carried out by the sweep from rows with a
-due time (engine/timers.py), each once however many sweep, through a recording channel."""
+due time (engine/answers/timers.py), each once however many sweep, through a recording channel."""
 
 from __future__ import annotations
 
@@ -13,17 +13,18 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from engine import ApprovalPolicy, always, ask_question, timers, tool
-from engine.conversation import post_message
-from engine.db import Database
+from engine import ApprovalPolicy, always, ask_question, tool
+from engine.answers import timers
+from engine.answers.conversation import post_message
+from engine.answers.submit import submit_responses
 from engine.errors import ToolDefinitionError
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, Principal, api_key_principal
-from engine.queries import events_after
-from engine.recovery import sweep
-from engine.responses import submit_responses
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import ApprovalGrant, RequestTimer, Session
+from engine.store.db import Database
+from engine.store.queries import events_after
+from engine.store.tables import ApprovalGrant, RequestTimer, Session
+from engine.turns.sessions import open_session
 from tests.conftest import Stack, sqlite_settings, truncate_all
 from tests.engine.test_outbox import Dropped
 from tests.engine.test_retention import plan, statements_of

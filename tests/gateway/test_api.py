@@ -16,9 +16,9 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from werkzeug.test import TestResponse
 
-from engine.events import emit
-from engine.storage import new_id
-from engine.tables import Event
+from engine.store.events import emit
+from engine.store.storage import new_id
+from engine.store.tables import Event
 from gateway.app import create_app
 from gateway.body_limit import MAX_BODY_BYTES
 from gateway.settings import Settings

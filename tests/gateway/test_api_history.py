@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.defaults import HISTORY_TURNS
 from engine.protocol import api_key_principal
-from engine.sessions import open_session
+from engine.turns.sessions import open_session
 from tests.conftest import Stack
 from tests.support.history import add_turns
 

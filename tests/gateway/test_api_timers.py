@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.recovery import sweep
+from engine.jobs.recovery import sweep
 from tests.conftest import Stack
 from tests.gateway.test_api import expect_error
 from tests.gateway.test_api_requests import APPROVAL, QUESTION, api_stack, nothing_stored

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import func, select
 
-from engine.tables import Inbound, Outbox, Session, Turn
+from engine.store.tables import Inbound, Outbox, Session, Turn
 from tests.conftest import Stack
 from tests.github.support import ALICE, BOT, Github, comment_event
 from tests.slack.workspace import SECRET as SLACK_SECRET

@@ -16,10 +16,10 @@ from sqlalchemy import create_engine, inspect, select, text, update
 from sqlalchemy.engine import make_url
 
 from engine import defaults
-from engine.db import Database
-from engine.runtime import ExecutorUnavailable, Runtime
-from engine.sessions import open_session
-from engine.tables import Base, Outbox, Turn, utcnow
+from engine.jobs.runtime import ExecutorUnavailable, Runtime
+from engine.store.db import Database
+from engine.store.tables import Base, Outbox, Turn, utcnow
+from engine.turns.sessions import open_session
 from tests.conftest import ROOT, Stack, sqlite_settings
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script

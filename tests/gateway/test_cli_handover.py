@@ -20,10 +20,10 @@ from rq import Queue
 from sqlalchemy import select, update
 
 from engine import defaults
-from engine.db import Database
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.tables import Outbox, Session
+from engine.jobs.runtime import Runtime
+from engine.store.db import Database
+from engine.store.tables import Outbox, Session
+from engine.turns.sessions import open_session
 from tests.conftest import ROOT, Stack, sqlite_settings
 from tests.support.agent import agent as test_agent
 from tests.support.agent import read_ledger, script
@@ -165,7 +165,8 @@ def test_with_redis_url_the_answer_hands_the_turn_to_the_queue(hitl: Any, parked
         queue = Queue(name, connection=connection)
         try:
             [job] = queue.get_jobs()
-            assert (job.func_name, job.args[0], job.args[2:]) == ("engine.jobs.run", "run_turn", (turn_id,))
+            expected = ("engine.jobs.perform.run", "run_turn", (turn_id,))
+            assert (job.func_name, job.args[0], job.args[2:]) == expected
         finally:
             queue.delete()
     assert read_ledger() == []  # a worker runs it

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from engine.answers.external import NewRequest, open_external_request
+from engine.answers.settlement import close_request
 from engine.defaults import HISTORY_TURNS
-from engine.external import NewRequest, open_external_request
+from engine.jobs.runtime import Runtime
 from engine.protocol import api_key_principal
-from engine.runtime import Runtime
-from engine.sessions import open_session
-from engine.settlement import close_request
+from engine.turns.sessions import open_session
 from gateway.cli import main
 from tests.conftest import TEST_AGENT, Stack
 from tests.support.agent import read_ledger, script

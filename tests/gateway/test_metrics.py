@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import update
 
-from engine.inbound import accept
-from engine.recovery import recover_turn
-from engine.retention import prune
-from engine.tables import Inbound, Turn
+from engine.channels.inbound import accept
+from engine.jobs.recovery import recover_turn
+from engine.store.retention import prune
+from engine.store.tables import Inbound, Turn
 from tests.conftest import Stack
 from tests.support.agent import script
 

@@ -20,9 +20,9 @@ from rq.exceptions import SchedulerNotFound
 from rq.scheduler import RQScheduler
 from rq.worker import BaseWorker
 
-from engine.executors import RQExecutor
+from engine.jobs.executors import RQExecutor
 from engine.protocol import api_key_principal
-from engine.sessions import open_session
+from engine.turns.sessions import open_session
 from gateway.compose import build_runtime
 from gateway.rqworker import WORKER_CLASSES
 from gateway.settings import Settings

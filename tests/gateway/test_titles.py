@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.queries import TITLE_LENGTH
+from engine.store.queries import TITLE_LENGTH
 from tests.conftest import TEST_AGENT, Stack, recorded, sqlite_settings
 from tests.support.agent import script
 

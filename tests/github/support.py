@@ -17,10 +17,10 @@ from sqlalchemy import select, text
 from werkzeug.test import TestResponse
 
 from adapters.github import github_address
-from engine.delivery import shown_requests
-from engine.inbound import NOTICE
+from engine.channels.delivery import shown_requests
+from engine.channels.inbound import NOTICE
 from engine.protocol import InputRequestOut
-from engine.tables import Inbound, Session
+from engine.store.tables import Inbound, Session
 from tests.conftest import Stack, WorkerProcess, make_stack, worker_env
 from tests.github.fake_github import Comment, FakeGithub, FakeGithubServer
 from tests.support.signing import github_signature

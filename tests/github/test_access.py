@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from engine.recovery import sweep
-from engine.tables import Session
+from engine.jobs.recovery import sweep
+from engine.store.tables import Session
 from tests.github.conftest import github_in_process
 from tests.github.support import ALICE, BOT, CAROL, DAVE, Github, Person
 from tests.github.test_webhook import QUESTION, REFUND, pending, refunds, start

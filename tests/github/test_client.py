@@ -11,7 +11,7 @@ import requests
 import responses
 
 from adapters.github import CollaboratorRole, GithubApiError, GithubClient
-from engine.channels import ChannelUnavailable
+from engine.channels.contract import ChannelUnavailable
 
 API = "https://ghe.example.test/api/v3"
 REPO = "Codertocat/Hello-World"

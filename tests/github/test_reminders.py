@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.github.render import render_reminder_comment
+from engine.jobs.recovery import sweep
 from engine.protocol import Principal
-from engine.recovery import sweep
 from tests.github.support import ALICE, BOT, Github
 from tests.github.test_channel import request_with
 from tests.support.agent import read_ledger, script

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.recovery import sweep
+from engine.jobs.recovery import sweep
 from tests.github.conftest import github_in_process
 from tests.github.support import (
     ALICE,

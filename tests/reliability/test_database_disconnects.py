@@ -17,9 +17,9 @@ import psycopg
 import pytest
 import requests
 
+from engine.answers.submit import submit_responses
+from engine.jobs.recovery import sweep
 from engine.protocol import InputResponse, operator_principal
-from engine.recovery import sweep
-from engine.responses import submit_responses
 from tests.conftest import API_KEYS
 from tests.github.support import ALICE as GITHUB_ALICE
 from tests.github.support import BOT, Github

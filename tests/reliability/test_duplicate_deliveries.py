@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select
 
-from engine.tables import Inbound, ResponseCandidate
+from engine.store.tables import Inbound, ResponseCandidate
 from tests.github.support import ALICE as GITHUB_ALICE
 from tests.github.support import BOT, Github
 from tests.reliability.conftest import Deployment

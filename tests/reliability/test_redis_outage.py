@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.recovery import sweep
-from engine.runtime import Runtime
-from engine.tables import Inbound, InputRequest, Turn
+from engine.jobs.recovery import sweep
+from engine.jobs.runtime import Runtime
+from engine.store.tables import Inbound, InputRequest, Turn
 from tests.reliability.conftest import Deployment, deployment
 from tests.slack.workspace import Workspace
 from tests.support.agent import read_ledger, script

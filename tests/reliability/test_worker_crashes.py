@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.recovery import sweep
+from engine.jobs.recovery import sweep
 from tests.reliability.conftest import Deployment
 from tests.slack.workspace import Workspace
 from tests.support.agent import read_ledger, script, wait_for

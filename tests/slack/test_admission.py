@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from engine.inbound import NOTICE
-from engine.tables import Inbound, Session, Turn
+from engine.channels.inbound import NOTICE
+from engine.store.tables import Inbound, Session, Turn
 from gateway.app import create_app
 from gateway.slack_admission import TURNED_AWAY
 from tests.conftest import make_stack

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.slack import BotToken, SlackApiError, SlackChannel, SlackClient
-from engine.channels import ChannelRefused, ChannelUnavailable, QueuePosition
-from engine.delivery import deliver
+from engine.channels.contract import ChannelRefused, ChannelUnavailable, QueuePosition
+from engine.channels.delivery import deliver
+from engine.jobs.recovery import sweep
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, api_key_principal
-from engine.queries import list_sessions
-from engine.recovery import sweep
+from engine.store.queries import list_sessions
 from tests.slack.workspace import TOKEN, Workspace
 from tests.support.agent import script
 from tests.support.fake_slack import FakeSlack

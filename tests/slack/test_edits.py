@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.slack import render
-from engine.forms import FormField
+from engine.answers.forms import FormField
 from tests.slack.test_conversation import controls, texts
 from tests.slack.test_render import request
 from tests.slack.workspace import USERS, Workspace

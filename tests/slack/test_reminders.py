@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.slack import render
-from engine.channels import Reminder
+from engine.channels.contract import Reminder
 from engine.protocol import TIMEOUT_PRINCIPAL
 from tests.conftest import more_workers
 from tests.slack.test_render import request

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.slack import render
 from engine.protocol import InputRequestOut
-from engine.storage import APPROVE, DENY
+from engine.store.storage import APPROVE, DENY
 from tests.slack.workspace import USERS
 
 ALICE = {"authenticator": "slack", "issuer": "slack:T0TEST", "principalType": "user",

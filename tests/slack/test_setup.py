@@ -17,8 +17,8 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from sqlalchemy import text
 
 from adapters.slack import SlackChannel
-from engine.queries import list_sessions
-from engine.recovery import sweep
+from engine.jobs.recovery import sweep
+from engine.store.queries import list_sessions
 from gateway.app import create_app
 from gateway.cli import main
 from gateway.compose import ConfigurationError, build_runtime

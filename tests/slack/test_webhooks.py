@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from engine.tables import Inbound, Outbox, Session, Turn
+from engine.store.tables import Inbound, Outbox, Session, Turn
 from tests.slack.workspace import SECRET, Workspace, fixture
 from tests.support.agent import script
 from tests.support.signing import slack_headers

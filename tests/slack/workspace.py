@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select, text
 from werkzeug.test import TestResponse
 
-from engine.tables import Session
+from engine.store.tables import Session
 from tests.conftest import Stack, WorkerProcess, make_stack, worker_env
 from tests.support.fake_slack import BOT_USER, TEAM, FakeSlack, Message
 from tests.support.signing import slack_headers

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.db import Database
+from engine.store.db import Database
 from tests.conftest import ROOT
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 import time
 
+from engine.answers.submit import submit_responses
 from engine.protocol import InputResponse, api_key_principal
-from engine.responses import submit_responses
-from engine.sessions import open_session
+from engine.turns.sessions import open_session
 from gateway.compose import build_runtime
 from gateway.settings import Settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.channels import QueuePosition, Reminder
+from engine.channels.contract import QueuePosition, Reminder
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
 

@@ -48,14 +48,14 @@ class Write:
 
 
 WRITES = {
-    "inbound-applied": Write("inbound", "inbound"),  # an inbound item's compare-and-set (engine.inbound)
+    "inbound-applied": Write("inbound", "inbound"),  # an inbound item's compare-and-set (engine.channels.inbound)
     "settle": Write("input_requests", "outcome", "approved"),  # a request's compare-and-set, by an approve
     "claim": Write("runs", "status", "running"),  # a resumed turn's run starts
     "call-running": Write("tool_calls", "status", "running"),  # a call's mark, before its tool runs
     "call-completed": Write("tool_calls", "status", "completed"),  # a tool's result
     "turn-waiting": Write("turns", "status", "waiting"),  # a run parks on people
     "turn-completed": Write("turns", "status", "completed"),
-    "delivered": Write("sessions", "seq"),  # a delivery moves the session's cursor (engine.delivery.release)
+    "delivered": Write("sessions", "seq"),  # a delivery moves the session's cursor (engine.channels.delivery.release)
 }
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from engine.db import Database
 from engine.protocol import Principal
-from engine.tables import Message, Run, Session, Turn, utcnow
+from engine.store.db import Database
+from engine.store.tables import Message, Run, Session, Turn, utcnow
 
 
 def add_turns(database: Database, session_id: str, count: int, who: Principal) -> list[str]:

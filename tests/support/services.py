@@ -24,7 +24,7 @@ def require_postgres() -> str:
     import psycopg
     from sqlalchemy.engine import make_url
 
-    from engine.db import normalize_url
+    from engine.store.db import normalize_url
 
     url = normalize_url(os.environ.get("HITL_TEST_DATABASE_URL", DEFAULT_DATABASE_URL))
     try:

@@ -24,7 +24,9 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-PRELOADED = ("gateway.cli", "gateway.app", "engine.jobs", "psycopg", "rq", "redis", "sqlalchemy.dialects.postgresql")
+PRELOADED = (
+    "gateway.cli", "gateway.app", "engine.jobs.perform", "psycopg", "rq", "redis", "sqlalchemy.dialects.postgresql"
+)
 """What `hitl worker` imports before it takes a job (the test agent is imported by each child: it reads the
 child's environment when it is imported)."""
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 from werkzeug.test import TestResponse
 
-from engine.tables import Session
+from engine.store.tables import Session
 from tests.conftest import Stack, WorkerProcess, make_stack, worker_env
 from tests.support.signing import twilio_signature
 from tests.twilio.fake_api import FakeTwilio, fixture

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from engine.contacts import is_reachable
+from engine.answers.submit import submit_responses
+from engine.channels.contacts import is_reachable
+from engine.jobs.recovery import sweep
 from engine.protocol import InputResponse, operator_principal
-from engine.recovery import sweep
-from engine.responses import submit_responses
 from tests.support.agent import read_ledger, script
 from tests.twilio.fake_api import fixture
 from tests.twilio.support import ALICE, CAROL, OURS, Sms

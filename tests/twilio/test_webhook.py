@@ -11,7 +11,7 @@ from twilio.request_validator import RequestValidator
 
 from adapters.twilio.errors import TwilioVerificationError
 from adapters.twilio.verify import verify_twilio_signature
-from engine.tables import Inbound, Session, Turn
+from engine.store.tables import Inbound, Session, Turn
 from tests.support.agent import read_ledger, script
 from tests.support.signing import twilio_signature
 from tests.twilio.fake_api import fixture

@@ -9,8 +9,8 @@ import pytest
 
 from adapters.twilio.channel import split_address
 from adapters.twilio.render import MAX_BODY, render_prompt
-from engine.channels import QueuePosition
-from engine.contacts import is_reachable
+from engine.channels.contacts import is_reachable
+from engine.channels.contract import QueuePosition
 from gateway.compose import ConfigurationError
 from tests.support.agent import read_ledger, script
 from tests.twilio.support import ALICE, ALLOW_FROM, BOB, OURS, WHATSAPP, Sms, twilio_stack

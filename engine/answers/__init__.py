@@ -1,0 +1,1 @@
+"""Answers: input requests, reply matching, submit -> judge -> settle, the conversation rules, time."""

@@ -1,0 +1,417 @@
+"""The one entry point for answers: every channel and the API call `submit_responses()`.
+
+Each response is first stored as a pending ResponseCandidate, then judged by the response policy
+(outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
+The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
+responses they judge, all to one session, are judged and settled in the transaction that stores them. A
+candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
+first verdict applied stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, cast
+
+from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy.orm import Session as DbSession
+
+from engine import defaults
+from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
+from engine.answers.external import external_policy
+from engine.answers.input_requests import editable, option_named, request_out
+from engine.answers.settlement import close_request
+from engine.answers.timers import escalated_approvers
+from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
+from engine.jobs.runtime import Runtime
+from engine.policies import (
+    ResponseContext,
+    ResponseInfo,
+    ResponsePolicy,
+    approvers,
+    escalated,
+    judged_at_once,
+    requester_only,
+)
+from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.store.access import check_answers_requests
+from engine.store.events import emit
+from engine.store.storage import new_id
+from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
+from engine.turns.call_policies import session_info
+from engine.turns.transitions import lock_for, schedule_resume
+
+log = logging.getLogger(__name__)
+
+Status = Literal["settled", "pending", "refused", "stale"]
+UNJUDGED = "hitl_unjudged_candidates"
+"""`db.info` key: the rows of the candidates this transaction judges before it inserts them, by id."""
+_CANDIDATES = cast(Table, ResponseCandidate.__table__)
+_INSERT_CANDIDATE = insert(_CANDIDATES)
+_JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
+"""Built once (see turns.py); their parameters are named after their columns."""
+_JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
+    .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
+_STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
+"""What a stored verdict answered (any other outcome refused)."""
+ALREADY_SETTLED = "the request was already settled"
+SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
+_REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
+    .where(InputRequest.request_id == bindparam("request"))
+"""A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
+
+
+@dataclass(frozen=True)
+class ResponseResult:
+    """What became of one response: it settled its request, waits on the policy, was refused, or came late."""
+
+    request_id: str
+    status: Status
+    request: InputRequestOut
+    reason: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return {"requestId": self.request_id, "status": self.status, "reason": self.reason,
+                "request": self.request.wire()}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A response validated against its request: the option resolved, the text trimmed, an edited input
+    checked (None: approved as proposed). `request` is the row read in the validating transaction, `call` the
+    tool call it asks about, if any (held here: the session's identity map keeps no row alive); `external` the
+    response policy of an external request (no agent's applies); `escalated_to` the approvers its escalation
+    added (None: not escalated)."""
+
+    response: InputResponse
+    option_id: str | None
+    text: str | None
+    input: dict[str, Any] | None
+    request: InputRequest
+    call: ToolCall | None
+    external: approvers | None = None
+    escalated_to: frozenset[str] | None = None
+
+    def info(self, responder: Principal) -> ResponseInfo:
+        return ResponseInfo(responder, self.option_id, self.text, self.input)
+
+
+def submit_responses(
+    rt: Runtime, principal: Principal, responses: list[InputResponse], *, session_id: str | None = None,
+    claim: Callable[[DbSession], bool] | None = None,
+) -> list[ResponseResult]:
+    """Validate every response and store each as a pending candidate, in one transaction (all or nothing),
+    then judge and settle each in turn. `claim` (an inbound item's compare-and-set) runs in the transaction
+    that settles them when the default policy judges them there (when it returns False they were applied
+    before: AlreadyApplied, and nothing changes), else once they are settled (applying them again then
+    finds their requests closed). An agent may answer none (NotPermitted)."""
+    check_answers_requests(principal)
+    with rt.transaction() as db:
+        checked = [check(rt, db, r, session_id) for r in responses]
+        sessions = {c.request.session_id for c in checked}
+        at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
+        if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
+            lock_for(db, checked[0].request)  # (with the first request's turn, in one statement)
+            if claim is not None and not claim(db):
+                raise AlreadyApplied(checked[0].request.session_id)
+        recorded = [record_candidate(rt, db, c.info(principal), c, at_once) for c in checked]
+        if at_once:
+            return [settle(rt, db, principal, c, candidate_id, *judge(rt, policy, context))
+                    for c, (candidate_id, context, policy) in zip(checked, recorded, strict=True)]
+    results = [settle_one(rt, principal, c, *r) for c, r in zip(checked, recorded, strict=True)]
+    if claim is not None:
+        with rt.transaction() as db:
+            claim(db)
+    return results
+
+
+def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
+    request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
+    if request is None or (session_id is not None and request.session_id != session_id):
+        raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
+    if request.status != "pending":
+        raise RequestClosed(
+            f"request {request.request_id} is no longer open (it was {request.outcome})",
+            {"requestId": request.request_id, "outcome": request.outcome},
+        )
+    option_id, text = normalize(request, response)
+    return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
+                   call, external_policy(db, request), escalated_approvers(db, request))
+
+
+def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
+                 data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The input an approve carries, checked against what its request takes; None when it carries none or the
+    proposed one. InvalidInput (nothing changes) for an input that does not fit, one sent to a request that is
+    not editable, or one sent with another option than approve."""
+    if data is None:
+        return None
+    checker = edit_checker(rt, request, call)
+    if checker is None:
+        raise InvalidInput(f"request {request.request_id} is not editable: answer it without an input",
+                           {"requestId": request.request_id})
+    if option_id != "approve":
+        raise InvalidInput("an edited input goes only with approve", {"requestId": request.request_id})
+    action = request.action or {}
+    checked_edit(request.request_id, str(action.get("toolName")), data, checker)
+    return data if changes(action.get("input") or {}, data) is not None else None
+
+
+def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Problem]:
+    """What is wrong with approving request `request_id` with input `data` (nothing: []), for a channel that
+    checks an edit before it stores the approve (Slack's modal shows the problems at once)."""
+    with rt.db.read() as db:
+        request, call = db.execute(_REQUEST_AND_CALL, {"request": request_id}).one_or_none() or (None, None)
+        checker = edit_checker(rt, request, call) if request is not None else None
+    if checker is None:
+        return [{"field": "input", "problem": "this request takes no edited input"}]
+    return checker(data)
+
+
+def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
+    """What an edited input of this request must fit, or None when it takes none: an editable approval of an
+    in-process tool checks with the tool's input model."""
+    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    if not editable(request) or tool is None:
+        return None
+    return model_problems(tool.input_model)
+
+
+def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
+    """The option a response names (synonyms resolved, case-insensitive) and its text, or InvalidInput."""
+    text = response.text.replace("\x00", "").strip() if response.text is not None else None
+    text = text or None
+    option_id = None
+    if response.option_id is not None:
+        ids = [o["id"] for o in request.options]
+        match = option_named(ids, response.option_id)
+        if match is None:
+            raise InvalidInput(
+                f"request {request.request_id} has no option {response.option_id!r}",
+                {"requestId": request.request_id, "options": ids},
+            )
+        option_id = match
+    if request.kind == "question":
+        if (option_id is None) == (text is None):
+            raise InvalidInput("answer a question with exactly one of optionId or text",
+                               {"requestId": request.request_id})
+        if text is not None and not request.allow_freeform:
+            raise InvalidInput("this question takes one of its options", {"requestId": request.request_id})
+    else:
+        if option_id is None:
+            raise InvalidInput(f"a {request.kind} request needs an optionId",
+                               {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
+        if text is not None and outcome_of(request.kind, option_id) != "denied":
+            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
+    return option_id, text
+
+
+def outcome_of(kind: str, option_id: str | None) -> str:
+    if kind == "tool-approval":
+        return "approved" if option_id == "approve" else "denied"
+    return "answered"
+
+
+def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
+               policy: ResponsePolicy) -> ResponseResult:
+    verdict, reason = judge(rt, policy, context)
+    with rt.transaction() as db:
+        return settle(rt, db, principal, checked, candidate_id, verdict, reason)
+
+
+def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, candidate_id: str, verdict: str,
+           reason: str | None) -> ResponseResult:
+    """Apply the policy's verdict on a stored candidate, in the caller's transaction."""
+    request_id = checked.response.request_id
+    request = db.get_one(InputRequest, request_id)
+    turn = lock_for(db, request)
+    earlier = judged_before(db, request, candidate_id)
+    if earlier is not None:
+        return earlier
+    if verdict == "pending":
+        judge_candidate(rt, db, candidate_id)
+        return ResponseResult(request_id, "pending", request_out(request))
+    if verdict != "allowed":
+        judge_candidate(rt, db, candidate_id, verdict, reason)
+        judged(rt, db, request, candidate_id, verdict, reason, principal)
+        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
+            # says so when it parks)
+            emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
+        return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
+    response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
+    if checked.input is not None:
+        response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
+    settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
+                            response=response, responder=principal)
+    if settled is None:
+        reason = ALREADY_SETTLED
+        judge_candidate(rt, db, candidate_id, "stale", reason)
+        judged(rt, db, request, candidate_id, "stale", reason, principal)
+        db.refresh(request)
+        return ResponseResult(request_id, "stale", request_out(request), reason)
+    judge_candidate(rt, db, candidate_id, "allowed")
+    if turn is not None:
+        schedule_resume(rt, db, turn)
+    return ResponseResult(request_id, "settled", request_out(settled))
+
+
+def unjudged_candidates(rt: Runtime) -> list[str]:
+    """Candidates stored and never judged, well past the time judging takes: the process judging them died."""
+    cutoff = rt.now() - timedelta(seconds=rt.response_policy_timeout + defaults.SWEEP_CANDIDATE_AFTER_SECONDS)
+    with rt.db.read() as db:
+        return list(db.execute(select(ResponseCandidate.candidate_id).where(
+            ResponseCandidate.judged_at.is_(None), ResponseCandidate.created_at < cutoff,
+        ).order_by(ResponseCandidate.created_at).limit(100)).scalars())
+
+
+def judge_again(rt: Runtime, candidate_id: str) -> int:
+    """Judge a candidate left unjudged and settle it as the call that stored it would have: 1 if this call
+    settled it (a concurrent sweep, or the original call still running, may have), else 0. A candidate of a
+    request closed meanwhile, or one its responder followed with another answer (a channel re-sends an item whose
+    job died: judging both would tell a refusal twice), is `stale`, with no policy run."""
+    with rt.db.read() as db:
+        row = db.execute(select(ResponseCandidate, InputRequest, ToolCall)
+                         .join(InputRequest, InputRequest.request_id == ResponseCandidate.request_id)
+                         .outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id)
+                         .where(ResponseCandidate.candidate_id == candidate_id)).one_or_none()
+        if row is None or row[0].judged_at is not None:
+            return 0
+        candidate, request, call = row
+        info = candidate_info(candidate)
+        response = InputResponse(request_id=request.request_id, option_id=info.option_id, text=info.text,
+                                 input=info.input)
+        checked = Checked(response, info.option_id, info.text, info.input, request, call, external_policy(db, request),
+                          escalated_approvers(db, request))
+        answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
+            select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
+                                                      ResponseCandidate.created_at > candidate.created_at)).scalars())
+        judged_now = request.status == "pending" and not answered_again
+        context = policy_context(db, request, info, candidate_id, False) if judged_now else None
+    verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
+        ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
+    with rt.transaction() as db:
+        lock_for(db, request)
+        if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
+            return 0  # by a sweep at the same time
+        result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
+    log.warning("candidate %s of request %s: judged again after its process died: %s", candidate_id,
+                result.request_id, result.status)
+    return 1
+
+
+def judged_before(db: DbSession, request: InputRequest, candidate_id: str) -> ResponseResult | None:
+    """The verdict a stored candidate already has (a sweep judged it while a slow policy still ran: the first
+    verdict stands), read under the turn's lock; None if it has none. A candidate judged where it is stored
+    has none yet."""
+    if candidate_id in db.info.get(UNJUDGED, {}):
+        return None
+    done = db.execute(_JUDGED, {"candidate": candidate_id}).one()
+    if done.judged_at is None:
+        return None
+    return ResponseResult(request.request_id, _STATUS_OF.get(done.outcome, "refused"), request_out(request),
+                          done.reason)
+
+
+def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
+                    reason: str | None = None) -> None:
+    """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
+    verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
+    row = db.info.get(UNJUDGED, {}).pop(candidate_id, None)
+    if row is not None:
+        db.connection().execute(_INSERT_CANDIDATE, {**row, **verdict})
+    else:
+        db.connection().execute(_JUDGE_CANDIDATE, {"candidate": candidate_id, **verdict})
+
+
+def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
+                     judged_here: bool) -> tuple[str, ResponseContext, ResponsePolicy]:
+    """Store the response as a pending candidate before any policy code runs: nothing can be lost. The policy
+    is judged after this transaction commits, or in it (`judged_here`: `settle` then judges every candidate,
+    and the candidate's row is inserted with its verdict, in this transaction)."""
+    candidate_id = new_id("cand")
+    row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
+           "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
+           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
+    if judged_here:
+        db.info.setdefault(UNJUDGED, {})[candidate_id] = row
+    else:
+        db.connection().execute(_INSERT_CANDIDATE, row)
+    request = checked.request
+    judged(rt, db, request, candidate_id, "pending", None, info.responder)
+    return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
+
+
+def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
+           responder: Principal) -> None:
+    data = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
+            "responder": responder.wire()}
+    if reason:
+        data["reason"] = reason
+    emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
+
+
+def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
+                   judged_here: bool) -> ResponseContext:
+    """The policy's view. The earlier candidates are read when the policy asks for them if it runs in this
+    transaction (the default policy never does), else now."""
+    def earlier() -> list[ResponseInfo]:
+        rows = db.execute(select(ResponseCandidate).where(
+            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
+            ResponseCandidate.candidate_id != candidate_id,
+        ).order_by(ResponseCandidate.created_at)).scalars()
+        return [candidate_info(c) for c in rows]
+
+    session = db.get_one(Session, request.session_id)
+    context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
+                              earlier=earlier)
+    if not judged_here:
+        _ = context.candidates  # read now: the policy runs after the commit
+    return context
+
+
+def candidate_info(candidate: ResponseCandidate) -> ResponseInfo:
+    """A stored candidate as a policy sees it (an approve keeps its edited input in its text column)."""
+    text, data = read_stored(candidate.decision, candidate.text)
+    return ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, text, data)
+
+
+def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
+    """An external request's own (`approvers`); else the tool's response policy (the approved tool, or the tool
+    that asked), else the agent's, else the default; for an escalated request, that policy with the escalation's
+    approvers allowed too (`escalated`)."""
+    policy: ResponsePolicy
+    if checked.external is not None:
+        policy = checked.external
+    else:
+        tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
+        policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
+    return escalated(policy, checked.escalated_to) if checked.escalated_to else policy
+
+
+def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:
+    """Run a response policy: `allowed`, `pending`, `rejected`, `failed` or `timed-out`, with a reason."""
+    try:
+        result = policy(context)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_bounded(result, rt.response_policy_timeout))
+    except TimeoutError:
+        return "timed-out", "the response policy did not answer in time"
+    except Exception as exc:
+        log.exception("response policy failed")
+        return "failed", f"the response policy failed: {type(exc).__name__}"
+    status = result.get("status") if isinstance(result, dict) else None
+    if status in ("allowed", "pending"):
+        return status, None
+    if status == "rejected":
+        return "rejected", str(result.get("reason") or "refused by the response policy")
+    return "failed", f"the response policy returned {result!r}"
+
+
+async def _bounded(awaitable: Any, timeout: float) -> Any:
+    return await asyncio.wait_for(awaitable, timeout)
+

@@ -1,0 +1,1 @@
+"""Channels: the adapter contract, inbound items and their dedupe, delivery, contacts."""

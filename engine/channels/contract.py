@@ -1,0 +1,177 @@
+"""What a channel adapter implements, and the platform-free parts every text channel shares.
+
+The engine drives delivery from events (`deliver(session_id)`); an adapter only knows how to show a
+request, update it once it closed, say something, and tell a refused responder why. Text-only channels
+(SMS, GitHub comments) show one request at a time: `next_prompt()` picks it and `render_text()` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from engine.answers.edits import approved_with_changes
+from engine.policies import SessionInfo
+from engine.protocol import InputRequestOut, Principal, app_reason
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    """Where the shown request stands among the session's open ones: `index` of `total` (1-based)."""
+
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """The `count`th reminder (of at most `max`) of a request nobody answered yet. Whom it reminds: the request's
+    requester (`requested_by`) and `approvers`, the principal ids its escalation added (a channel mentions those
+    it can)."""
+
+    count: int
+    max: int | None
+    approvers: tuple[str, ...] = ()
+
+
+class ChannelAdapter(Protocol):
+    name: str
+    one_at_a_time: bool
+    settle_edits: bool
+    """`settle()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
+    delivery does not commit its record before making the next post."""
+
+    def address(self, data: dict[str, Any]) -> str:
+        """The opaque session address (`"<channel>:<space>:<thread>"`) for an API-given place, e.g. Slack's
+        `{channel, threadTs?}`; raises ValueError naming what is wrong."""
+        ...
+
+    def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
+        """Post a request; return the platform's reference to the post (Slack ts, Twilio sid, comment id), or
+        None when nothing was posted (the address is unreachable): see engine.channels.contacts. Any post may raise
+        ChannelUnavailable (try again later) or ChannelRefused (never)."""
+        ...
+
+    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        """A shown request closed: remove its controls and say who answered (`ref` is what show returned)."""
+        ...
+
+    def say(self, session: SessionInfo, text: str) -> str | None:
+        """Post an assistant message."""
+        ...
+
+    def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
+        """Tell a responder the response policy refused them; the request stays open."""
+        ...
+
+    def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str | None:
+        """Remind the people a shown request (`ref`: what show returned) still waits for; return the platform's
+        reference to the reminder (None: nothing was posted)."""
+        ...
+
+
+@runtime_checkable
+class Acknowledging(Protocol):
+    """Optional for an adapter: mark the message a person sent (GitHub: a reaction on their comment).
+
+    An inbound item may carry `ref`, the platform's reference to that message; `process_inbound` then calls
+    `acknowledge(ref, "received")` before applying the item, and once per status its responses got
+    (`settled`, `pending`, `refused`, `stale`); an ignored item's ref hears `ignored` instead. A failure is
+    logged: the item's effect has happened.
+    """
+
+    def acknowledge(self, ref: str, status: str) -> None: ...
+
+
+@runtime_checkable
+class Noticing(Protocol):
+    """Optional for an adapter: tell a person why what they sent was kept but not acted on (GitHub: a commenter
+    below GITHUB_MIN_PERMISSION). An inbound item of type `ignored` may carry `notice`, the adapter's own data;
+    `process_inbound` acknowledges such an item's `ref` as `ignored` and passes the notice to `notify` once, after
+    marking the item processed. A failure is logged, and the next ignored item with that notice tries again.
+    """
+
+    def notify(self, notice: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Refreshing(Protocol):
+    """Optional for an adapter whose posts can be edited: show an open request's prompt anew (`ref`: what show
+    returned) when it changed while it waits: it escalated (Slack: the card says so)."""
+
+    def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None: ...
+
+
+class ChannelUnavailable(Exception):
+    """The platform cannot take this now (rate limited, down): the delivery job fails and is retried."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ChannelRefused(Exception):
+    """The platform refused this post for good (the bot left the channel, the issue is gone, the token lost
+    access): delivery logs it as an error, records the post as not made and goes on with the next event, so
+    nothing is retried forever; the requests stay open for the other channels, the console and the API."""
+
+
+# -- text rendering, shared by the text-only channels ------------------------------------------------------
+
+TEXT_LABELS = {"stop": "Stop here"}
+"""SMS treats STOP (and CANCEL) as opt-out keywords: text channels never ask anyone to reply `stop`."""
+
+
+def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:
+    """`key=value, ...` on one line, cut with a marker when long."""
+    text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in data.items())
+    return text if len(text) <= limit else text[: max(limit - len(marker), 0)] + marker
+
+
+def option_lines(request: InputRequestOut) -> list[str]:
+    lines = []
+    for number, option in enumerate(request.options, start=1):
+        label = TEXT_LABELS.get(option.id, option.label)
+        lines.append(f"{number}. {label}" + (f" - {option.description}" if option.description else ""))
+    return lines
+
+
+def render_text(request: InputRequestOut, position: QueuePosition, how_to_answer: str,
+                input_limit: int = 160, marker: str = "…") -> str:
+    """A request as plain text: prompt, the call's input, numbered options, and how to answer."""
+    head = request.prompt if position.total == 1 else f"({position.index} of {position.total}) {request.prompt}"
+    lines = [head]
+    if request.action is not None:
+        lines.append(compact_input(request.action.input, input_limit, marker))
+    lines.extend(option_lines(request))
+    lines.append(how_to_answer)
+    return "\n".join(lines)
+
+
+def render_reminder(request: InputRequestOut, how_to_answer: str, limit: int = 160, marker: str = "…") -> str:
+    """A reminder as plain text, one line: `Reminder: <prompt> <how to answer>` (the prompt cut to `limit`)."""
+    prompt = request.prompt if len(request.prompt) <= limit else request.prompt[: max(limit - len(marker), 0)] + marker
+    return f"Reminder: {prompt} {how_to_answer}"
+
+
+def render_settled(request: InputRequestOut) -> str:
+    """One line naming the outcome and who answered."""
+    who = request.responder.display_name if request.responder else None
+    note = (request.response or {}).get("text")
+    labels = {o.id: o.label for o in request.options}
+    if request.outcome == "approved":
+        reason = app_reason(request.responder)
+        if reason:
+            return f"{reason.capitalize()}."
+        changes = (request.response or {}).get("changes")
+        return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
+    if request.outcome == "denied":
+        return f"Denied by {who}" + (f": {note}" if note else ".")
+    if request.outcome == "answered":
+        option = (request.response or {}).get("optionId")
+        answer = labels.get(option, option) if option else note
+        return f"Answered: {answer} (by {who})."
+    if request.outcome == "expired":
+        return "Expired: nobody answered in time."
+    return "No longer needed."

@@ -1,0 +1,1 @@
+"""Store: tables, column storage, the database, events, read models, visibility, retention."""

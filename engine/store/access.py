@@ -1,0 +1,82 @@
+"""Who may see what: every read of a session or a request is `seen_by` a principal, or by everyone (None).
+
+None is the operator's view (the CLI, the loopback operator, an `operator` API key): everything. A
+principal (a `user` or `agent` API key's) sees the sessions it started and the requests it is asked; any
+other session or request does not exist for it (the API answers 404, lists leave it out). Both rules are
+SQL conditions on indexed columns (the principal's digest), so lists stay keyset pages of an index scan.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, select, true, union
+from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm import aliased
+
+from engine.errors import NotPermitted
+from engine.protocol import Principal
+from engine.store.storage import principal_digest
+from engine.store.tables import (
+    EscalationApprover,
+    ExternalRequest,
+    InputRequest,
+    RequestApprover,
+    ResponseCandidate,
+    Session,
+)
+
+
+def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
+    """The sessions `principal` sees: those it started (its principal is their initiator)."""
+    if principal is None:
+        return true()
+    return Session.initiator_digest == principal_digest(principal.wire())
+
+
+def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
+    """The requests `principal` is asked, or asked itself: those of a session it started, those it already
+    responded to (a response of its is stored as a candidate, whatever its verdict), the external requests it made
+    (an agent's) or is named an approver of, those an escalation made it an approver of, and the external requests
+    of the console and the API that name no approvers (anyone with a key may answer those)."""
+    if principal is None:
+        return true()
+    digest = principal_digest(principal.wire())
+    asked = aliased(InputRequest)  # not the outer query's table: the subquery stands on its own
+    named = select(RequestApprover.request_id).where(RequestApprover.request_id == asked.request_id).exists()
+    return InputRequest.request_id.in_(union(
+        select(asked.request_id).join(Session, Session.id == asked.session_id)
+        .where(Session.initiator_digest == digest),
+        select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),
+        select(ExternalRequest.request_id).where(ExternalRequest.requester_digest == digest),
+        select(RequestApprover.request_id).where(RequestApprover.principal_id == principal.principal_id),
+        select(EscalationApprover.request_id).where(EscalationApprover.principal_id == principal.principal_id),
+        select(asked.request_id).join(Session, Session.id == asked.session_id)
+        .where(asked.turn_id.is_(None), Session.channel == "api", ~named),
+    ))
+
+
+def session_seen(db: DbSession, session_id: str, principal: Principal | None) -> Session | None:
+    """The session, if it exists and `principal` sees it."""
+    if principal is None:
+        return db.get(Session, session_id)
+    return db.execute(select(Session).where(Session.id == session_id, sessions_seen_by(principal))).scalar()
+
+
+def request_seen(db: DbSession, request_id: str, principal: Principal | None) -> InputRequest | None:
+    """The request, if it exists and `principal` is asked it."""
+    if principal is None:
+        return db.get(InputRequest, request_id)
+    return db.execute(select(InputRequest).where(InputRequest.request_id == request_id,
+                                                 requests_seen_by(principal))).scalar()
+
+
+def answers_requests(principal: Principal) -> bool:
+    """Whether `principal` may answer requests: an agent's key creates sessions and asks people, it never
+    answers (it would approve its own tool calls). Its messages steer or queue, never answer."""
+    return principal.principal_type != "agent"
+
+
+def check_answers_requests(principal: Principal) -> None:
+    """NotPermitted (403) for a principal that may not answer (`answers_requests`)."""
+    if not answers_requests(principal):
+        raise NotPermitted("an agent does not answer requests; a person does",
+                           {"principalId": principal.principal_id})

@@ -1,0 +1,183 @@
+"""Appending to a session: events (dense seq per session) and transcript messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, event, insert, select, update
+from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm.attributes import flag_modified, set_committed_value
+from sqlalchemy.orm.util import identity_key
+
+from engine.answers.input_requests import as_opened
+from engine.store.storage import PRINCIPAL
+from engine.store.tables import Event, InputRequest, Message, Session, utcnow
+
+UNSENT_MESSAGES = "hitl_unsent_messages"
+UNSENT_EVENTS = "hitl_unsent_events"
+HELD = "hitl_held_sessions"
+COUNTED = "hitl_counted_seqs"
+
+_SESSIONS = cast(Table, Session.__table__)
+# built once (see turns.py); on the tables: a transaction's messages, events and counters take no ORM work
+_INSERT_MESSAGES = insert(cast(Table, Message.__table__))
+_INSERT_EVENTS = insert(cast(Table, Event.__table__))
+_WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")) \
+    .values(event_seq=bindparam("events_to"), message_seq=bindparam("messages_to"))
+
+
+def emit(
+    db: DbSession, session_id: str, type: str, data: dict[str, Any], *, turn_id: str | None, at: datetime
+) -> None:
+    """Append one event to the session's stream; the events of a transaction are numbered and inserted
+    together when it commits."""
+    db.info.setdefault(UNSENT_EVENTS, []).append(
+        {"session_id": session_id, "type": type, "turn_id": turn_id, "data": data, "at": at})
+    db.info.setdefault("event_sessions", set()).add(session_id)
+
+
+def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str, principal: dict[str, Any] | None,
+                  at: datetime) -> None:
+    """`message.received`: its principal stored without keys (`events_wire` shows it whole)."""
+    stored = PRINCIPAL.pack(principal) if principal else None
+    emit(db, session_id, "message.received", {"text": text, "principal": stored}, turn_id=turn_id, at=at)
+
+
+def emit_requested(db: DbSession, session_id: str, turn_id: str | None, requests: list[InputRequest],
+                   at: datetime) -> None:
+    """`input.requested` for a batch of requests that just opened. It stores only their ids (their rows hold
+    the rest): `events_wire` shows each request as it was opened."""
+    emit(db, session_id, "input.requested", {"requestIds": [r.request_id for r in requests]}, turn_id=turn_id, at=at)
+
+
+def add_message(
+    db: DbSession, session_id: str, turn_id: str | None, role: str, *, content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None, tool_call_id: str | None = None,
+    principal: dict[str, Any] | None = None,
+) -> None:
+    """Append one message to the transcript the model sees: numbered and inserted when the transaction
+    reads the transcript (`insert_messages`) or commits."""
+    db.info.setdefault(UNSENT_MESSAGES, []).append({
+        "session_id": session_id, "turn_id": turn_id, "role": role, "content": content, "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id, "principal": principal, "created_at": utcnow(),
+    })
+
+
+def insert_messages(db: DbSession) -> None:
+    """Number and insert the messages this transaction appended and has not inserted yet (before it reads
+    the transcript)."""
+    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
+    if messages:
+        _number(db, messages, [])
+        db.flush()  # first: the turn they belong to, if new in this transaction
+        db.connection().execute(_INSERT_MESSAGES, messages)
+
+
+def hold(db: DbSession, session: Session) -> None:
+    """`session` was loaded with its row locked by this transaction: the seqs of its events and messages are
+    counted from its counters here, and the counters written back once, when the transaction commits."""
+    db.info.setdefault(HELD, {})[session.id] = session
+
+
+def held(db: DbSession, session_id: str) -> Session | None:
+    """The session this transaction holds (locked and loaded), if it does."""
+    return cast(Session | None, db.info.get(HELD, {}).get(session_id))
+
+
+def committed_message_seq(db: DbSession, session_id: str) -> int | None:
+    """The seq of the session's last transcript message as committed when this transaction locked its row
+    (no writer can append one while the lock is held); None unless the transaction holds the session and has
+    numbered none of its messages yet."""
+    session = held(db, session_id)
+    if session is None or session_id in db.info.get(COUNTED, {}):
+        return None
+    return session.message_seq
+
+
+@event.listens_for(DbSession, "before_commit")
+def _send(db: DbSession) -> None:
+    """Number the transaction's messages and events, flush, then insert them and write the counters of the
+    sessions it holds, one statement each. A held session with changes of its own gets its counters written
+    by the flush, with those changes."""
+    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
+    events: list[dict[str, Any]] = db.info.pop(UNSENT_EVENTS, [])
+    _number(db, messages, events)
+    counters = []
+    for session_id, (event_seq, message_seq) in db.info.pop(COUNTED, {}).items():
+        session = db.info[HELD][session_id]
+        if db.is_modified(session):
+            session.event_seq, session.message_seq = event_seq, message_seq
+            flag_modified(session, "event_seq")  # written even where an earlier numbering set it
+            flag_modified(session, "message_seq")
+        else:  # (its object has them already: `_number`)
+            counters.append({"session": session_id, "events_to": event_seq, "messages_to": message_seq})
+    if not messages and not events and not counters:
+        return
+    db.flush()  # first: a turn new in this transaction is inserted before its messages
+    connection = db.connection()
+    for statement, rows in ((_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)):
+        if rows:
+            connection.execute(statement, rows)
+
+
+@event.listens_for(DbSession, "after_rollback")
+def _drop(db: DbSession) -> None:
+    for key in (UNSENT_EVENTS, UNSENT_MESSAGES, COUNTED, HELD):
+        db.info.pop(key, None)
+
+
+def _number(db: DbSession, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """Give the messages and events about to be inserted their seqs, in the order they were appended. A held
+    session's seqs come from its counters in this transaction; any other session's are reserved by one
+    UPDATE, which takes the session row's lock, so concurrent writers of one session get dense seqs that
+    commit in order."""
+    wanted: dict[str, list[int]] = {}
+    for kind, rows in enumerate((events, messages)):
+        for row in rows:
+            wanted.setdefault(row["session_id"], [0, 0])[kind] += 1
+    sessions = _SESSIONS.c
+    held, counted = db.info.get(HELD, {}), db.info.setdefault(COUNTED, {})
+    next_seq: dict[tuple[str, int], int] = {}
+    for session_id, (event_count, message_count) in wanted.items():
+        if session_id in held:
+            loaded = held[session_id]
+            event_seq, message_seq = counted.get(session_id, (loaded.event_seq, loaded.message_seq))
+            event_seq, message_seq = counted[session_id] = (event_seq + event_count, message_seq + message_count)
+        else:
+            event_seq, message_seq = db.connection().execute(
+                update(_SESSIONS).where(sessions.id == session_id)
+                .values(event_seq=sessions.event_seq + event_count, message_seq=sessions.message_seq + message_count)
+                .returning(sessions.event_seq, sessions.message_seq)
+            ).one()
+            loaded = db.identity_map.get(identity_key(Session, session_id))
+        if loaded is not None:  # keep a session object of this transaction in step with its counters
+            set_committed_value(loaded, "event_seq", event_seq)
+            set_committed_value(loaded, "message_seq", message_seq)
+        next_seq[session_id, 0] = event_seq - event_count + 1
+        next_seq[session_id, 1] = message_seq - message_count + 1
+    for kind, rows in enumerate((events, messages)):
+        for row in rows:
+            key = (row["session_id"], kind)
+            row["seq"], next_seq[key] = next_seq[key], next_seq[key] + 1
+
+
+def events_wire(db: DbSession, events: list[Event]) -> list[dict[str, Any]]:
+    """Events as the protocol shows them: an `input.requested` carries its requests in full, each as it was
+    when it opened (one query for all of them). Events written before requests were stored by id carry them
+    inline already."""
+    ids = [i for e in events if e.type == "input.requested" for i in e.data.get("requestIds", [])]
+    opened = {r.request_id: as_opened(r) for r in db.execute(
+        select(InputRequest).where(InputRequest.request_id.in_(ids))).scalars()} if ids else {}
+
+    def data(event: Event) -> dict[str, Any]:
+        if event.type == "input.requested" and "requestIds" in event.data:  # (and `escalatedFrom`, at a place a
+            # request escalated to: the session it came from)
+            rest = {key: value for key, value in event.data.items() if key != "requestIds"}
+            return {"requests": [opened[i] for i in event.data["requestIds"]], **rest}
+        if event.type == "message.received":
+            return {**event.data, "principal": PRINCIPAL.unpack(event.data.get("principal"))}
+        return event.data
+
+    return [{"seq": e.seq, "type": e.type, "turnId": e.turn_id, "at": e.at.isoformat(), "data": data(e)}
+            for e in events]
