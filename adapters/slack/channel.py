@@ -8,6 +8,7 @@ listeners use `address_of()` so a mention, a reply and an API-given place name a
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -66,6 +67,16 @@ class SlackChannel:
     def address_of(self, where: Where) -> str:
         """A session's address; with one workspace (one token) the team is left out, so every way in agrees."""
         return (where if self.multi_workspace else replace(where, team_id="", enterprise_id=None)).address
+
+    def direct(self, principal_id: str) -> str | None:
+        """The address of the bot's DM with the Slack user `slack:<team>:<user>` (conversations.open), where a
+        message they write there reaches the same session; None for another channel's principal id."""
+        authenticator, _, rest = principal_id.partition(":")
+        team_id, _, user_id = rest.rpartition(":")
+        if authenticator != "slack" or not re.match(SLACK_ID, user_id) or not team_id:
+            return None
+        channel_id = self.client.open_direct(Where(team_id=team_id, channel_id=""), user_id)
+        return self.address_of(Where(team_id=team_id, channel_id=channel_id))
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
         """Post the request's card in the session's thread; its ref is `<channel>|<ts>` for chat.update."""

@@ -73,7 +73,7 @@ class InstalledBots:
 
 
 class SlackClient:
-    """The three calls delivery makes, each to the right workspace."""
+    """The calls delivery makes (and the DM a person place opens), each to the right workspace."""
 
     def __init__(self, tokens: BotTokens, base_url: str) -> None:
         self.tokens = tokens
@@ -92,6 +92,12 @@ class SlackClient:
     def update(self, where: Where, channel_id: str, ts: str, message: dict[str, Any]) -> None:
         with translated("chat.update"):
             self.web(where).chat_update(channel=channel_id, ts=ts, **message)
+
+    def open_direct(self, where: Where, user_id: str) -> str:
+        """conversations.open with one user: the id of the bot's DM with them (the same one every time)."""
+        with translated("conversations.open"):
+            response = self.web(where).conversations_open(users=user_id)
+        return str(response["channel"]["id"])
 
     def post_ephemeral(self, where: Where, user_id: str, text: str) -> None:
         with translated("chat.postEphemeral"):

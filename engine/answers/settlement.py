@@ -36,9 +36,9 @@ def close_request(
     responder: Principal | None,
 ) -> InputRequest | None:
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
-    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every place
-    it escalated to hears it closed too (its prompt there is updated). An external request's callback falls due;
-    an agent's request settles its tool call or its session-limit prompt."""
+    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every other
+    place it is shown (show_to, escalation) hears it closed too (its prompt there is updated). An external
+    request's callback falls due; an agent's request settles its tool call or its session-limit prompt."""
     who = responder.wire() if responder else None
     values = {"status": "resolved", "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
@@ -55,9 +55,8 @@ def close_request(
         "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
     }]}
     emit(db, request.session_id, "input.resolved", resolved, turn_id=request.turn_id, at=rt.now())
-    if request.escalated_at is not None:
-        for place in db.execute(_PLACES, {"request": request_id}).scalars():
-            emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
+    for place in db.execute(_PLACES, {"request": request_id}).scalars():
+        emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
     if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
         owe_callback(rt, db, request_id)
     elif request.kind == "tool-approval":

@@ -103,6 +103,18 @@ class Refreshing(Protocol):
     def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None: ...
 
 
+@runtime_checkable
+class Reaching(Protocol):
+    """Optional for an adapter that can write to one person on their own (a `{"person": ...}` place,
+    engine/answers/places.py): Slack opens a DM with `conversations.open`, Twilio texts their number."""
+
+    def direct(self, principal_id: str) -> str | None:
+        """The session address of a direct conversation with the person behind `principal_id` (one of this
+        channel's principal ids), or None when `principal_id` is not this channel's. Any platform failure raises
+        (the caller logs it and leaves the place out)."""
+        ...
+
+
 class ChannelUnavailable(Exception):
     """The platform cannot take this now (rate limited, down): the delivery job fails and is retried."""
 

@@ -26,6 +26,7 @@ from engine.channels.contract import (
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
+from engine.store.queries import first_message, title_of
 from engine.store.tables import Event, InputRequest, Post, Session
 from engine.turns.call_policies import session_info
 
@@ -126,8 +127,8 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
     if showing:  # one read for both, in the order a text channel shows the open ones
         where.append(shown_in(session_id) & (InputRequest.status == "pending"))
-    read = [request_out(r) for r in db.execute(
-        select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()] if where else []
+    read = titled(db, session_id, [request_out(r) for r in db.execute(
+        select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()]) if where else []
     opened = [r for r in read if showing and r.status == "pending"]  # (a request of another session that the
     # events name escalated to this one)
     requests = {r.request_id: r for r in read if r.request_id in named}
@@ -136,6 +137,18 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
              for kind in ("request", "settled")]
     posts = {key: ref for key, ref in db.execute(_POSTS, {"session": session_id, "keys": keys})}
     return opened, requests, posts
+
+
+def titled(db: DbSession, session_id: str, requests: list[InputRequestOut]) -> list[InputRequestOut]:
+    """The requests, those of other sessions (shown or escalated here) with their session's title before their
+    prompt: a person shown requests from several sessions knows what each is about."""
+    others = {r.session_id for r in requests if r.session_id != session_id}
+    if not others:
+        return requests
+    titles = {found: title_of(message) for found, message in db.execute(
+        select(Session.id, first_message(Session.id)).where(Session.id.in_(others)))}
+    return [r.model_copy(update={"prompt": f"{titles[r.session_id]}: {r.prompt}"}) if titles.get(r.session_id)
+            else r for r in requests]
 
 
 def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post],

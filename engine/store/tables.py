@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -201,6 +202,9 @@ class InputRequest(Base):
     reminded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """How many reminders went out (engine/answers/timers.py)."""
     escalated_at: Mapped[datetime | None] = mapped_column()
+    shown_in_session: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    """False: shown only at its `show_to` places (`request_places`), not in its own session's channel
+    (engine/answers/places.py)."""
 
     __table_args__ = (
         Index("ix_input_requests_status_created_at", "status", "created_at"),
@@ -285,8 +289,8 @@ class EscalationApprover(Base):
 
 
 class RequestPlace(Base):
-    """A session besides its own where a request is shown (a place it escalated to): that session's channel shows
-    it, a reply there answers it, and its prompt there is updated when it closes."""
+    """A session besides its own where a request is shown (a `show_to` place, or a place it escalated to): that
+    session's channel shows it, a reply there answers it, and its prompt there is updated when it closes."""
 
     __tablename__ = "request_places"
 

@@ -27,6 +27,7 @@ from engine import (
     ToolCallRequest,
     ToolContext,
     always,
+    approvers,
     ask_question,
     auto,
     once,
@@ -351,6 +352,27 @@ def lenient_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"refunded": amount}
 
 
+SUPPORT_CHANNEL = "C0SUPPORT"
+"""A Slack channel where the support team watches every managed refund (tests/gateway/test_places.py)."""
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]),
+                              show_to=[{"person": "manager"}, {"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}]))
+def managed_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund a support rep proposes and the manager approves: also shown to the person `manager` (on their first
+    channel that can reach them: bob's phone) and in the support channel, and only bob's phone may approve it."""
+    record("managed_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]),
+                              show_to={"group": "finance"}, show_in_session=False))
+def finance_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund shown to each member of the group `finance` and not where it was asked; bob's phone approves it."""
+    record("finance_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
 @tool
 def nudged_survey(ctx: ToolContext) -> dict[str, Any]:
     """A workflow tool whose question reminds every second, twice at most."""
@@ -364,7 +386,7 @@ agent = Agent(
     model=ScriptedModel(play),
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
-           escalated_refund, lenient_refund, nudged_survey,
+           escalated_refund, lenient_refund, nudged_survey, managed_refund, finance_refund,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

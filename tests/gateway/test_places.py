@@ -1,0 +1,207 @@
+"""Where a request is shown (issue 28): an agent's `show_to` and POST /api/requests' `to` show a request at more
+places (a channel address, a person's direct conversation, each member of a group); it settles once, every place
+then says the outcome, and answers after that are late answers. The first test runs end to end on PostgreSQL with a
+real `hitl worker` (Slack and Twilio against their fakes); the others on SQLite with in-process jobs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from engine import ApprovalPolicy
+from engine.answers.showing import showing
+from engine.people import save_group, save_person
+from engine.store.queries import first_message, title_of
+from tests.conftest import KEYS, Stack, make_stack
+from tests.gateway.test_external_end_to_end import everywhere_queue
+from tests.slack.workspace import USERS, Workspace, fresh_job_ids, shared_fake, slack_settings
+from tests.support.agent import SUPPORT_CHANNEL, read_ledger, script, wait_for
+from tests.support.fake_slack import TEAM, Message
+from tests.twilio.support import ALICE, BOB, Sms, fake_twilio, twilio_settings
+
+BOBS_PHONE = f"twilio:{BOB}"
+SLACK_ALICE = f"slack:{TEAM}:{USERS['alice']}"
+
+
+@contextlib.contextmanager
+def slack_and_sms(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[tuple[Workspace, Sms]]:
+    """A gateway with Slack and SMS people (on PostgreSQL: its jobs run by a worker configured for both)."""
+    slack, sms = shared_fake(request), fake_twilio(request)
+    slack.reset()
+    sms.reset()
+    settings = {**slack_settings(slack), **twilio_settings(sms.url)}
+    if kind == "postgres":
+        settings["queue"] = everywhere_queue(request)
+    with make_stack(request, kind, tmp_path, **settings) as stack:
+        if kind == "postgres":
+            fresh_job_ids(stack)
+        yield Workspace(stack, slack), Sms(stack, sms)
+
+
+@pytest.fixture
+def on_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Workspace, Sms]]:
+    with slack_and_sms(request, "postgres", tmp_path) as both:
+        yield both
+
+
+@pytest.fixture
+def on_sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Workspace, Sms]]:
+    with slack_and_sms(request, "sqlite", tmp_path) as both:
+        yield both
+
+
+def add_person(stack: Stack, name: str, principals: list[str], display: str | None = None) -> None:
+    with stack.rt.transaction() as db:
+        save_person(db, name, display, principals)
+
+
+def add_group(stack: Stack, name: str, members: list[str]) -> None:
+    with stack.rt.transaction() as db:
+        save_group(db, name, members)
+
+
+def card_in(slack: Workspace, channel: str) -> Message:
+    return slack.fake.wait_for(lambda: next((m for m in slack.fake.messages if m.channel == channel
+                                             and m.versions[0]["blocks"]), None), what=f"a card in {channel}")
+
+
+def title(stack: Stack, session_id: str) -> str:
+    with stack.rt.db.read() as db:
+        found = title_of(db.scalar(select(first_message(session_id))))
+    assert found is not None
+    return found
+
+
+def stale_by(stack: Stack, session_id: str) -> list[str]:
+    """Who answered a request of the session after it had closed (their candidates were `stale`)."""
+    return [e["data"]["responder"]["principalId"] for e in stack.events(session_id)
+            if e["type"] == "approval.candidate" and e["data"]["outcome"] == "stale"]
+
+
+def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_by_sms(
+        on_postgres: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_postgres
+    add_person(slack.stack, "manager", ["github:1002", BOBS_PHONE], display="bob")  # GitHub writes to nobody alone
+    mention = slack.mention("alice", "Refund order 1234, it arrived broken")
+    slack.reply("alice", script([("managed_refund", {"amount": 120})], final="refunded"), thread_ts=mention["ts"])
+    session_id = slack.session_of(mention)
+    about = title(slack.stack, session_id)
+    assert about == "Refund order 1234, it arrived broken"
+
+    [card] = slack.cards(mention)  # the support rep's thread shows it, as before
+    watching = card_in(slack, SUPPORT_CHANNEL)  # and so does the support channel, and the manager's phone
+    assert f"{about}: Approve managed refund?" in watching.now["text"]
+    wait_for(lambda: sms.inbox(BOB), timeout=30, what="the manager's text")
+    assert sms.inbox(BOB) == [f"{about}: Approve managed refund?\namount=120\n1. Approve\n2. Deny\n"
+                              "Reply 1 or 2 (or approve / deny)."]
+
+    sms.text(BOB, "1")
+    wait_for(lambda: read_ledger(), timeout=30, what="the refund")
+    slack.settle()
+    [ran] = read_ledger()
+    assert (ran["tool"], ran["requester"], ran["responder"]) == ("managed_refund", SLACK_ALICE, BOBS_PHONE)
+    for place in (card, watching):  # every place says the outcome
+        assert "Approved by" in place.now["text"] and not any(b["type"] == "actions" for b in place.now["blocks"])
+    assert sms.inbox(BOB)[-1].startswith(f"{about}: Approve managed refund? Approved by")
+
+    slack.ok(slack.click("alice", watching, "Approve", version=0))  # too late: it settled once
+    slack.ok(slack.click("alice", card, "Approve", version=0))
+    assert len(read_ledger()) == 1 and stale_by(slack.stack, session_id) == [SLACK_ALICE, SLACK_ALICE]
+    assert slack.stack.turn(session_id, seq=2)["status"] == "completed"
+
+
+def test_a_group_place_shows_each_member_and_not_the_session_that_asked(on_sqlite: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_sqlite
+    add_person(slack.stack, "bob", [BOBS_PHONE])
+    add_group(slack.stack, "finance", ["person:bob", f"slack:{TEAM}:{USERS['bob']}"])
+    mention = slack.mention("alice", "Refund order 77")
+    slack.reply("alice", script([("finance_refund", {"amount": 30})], final="refunded"), thread_ts=mention["ts"])
+
+    assert slack.cards(mention) == []  # show_in_session=False
+    dm = card_in(slack, f"D{USERS['bob']}")  # a DM opened with conversations.open
+    assert [c.params["users"] for c in slack.fake.called("conversations.open")] == [USERS["bob"]]
+    assert "Refund order 77: Approve finance refund?" in dm.now["text"]
+    assert sms.inbox(BOB) == ["Refund order 77: Approve finance refund?\namount=30\n1. Approve\n2. Deny\n"
+                              "Reply 1 or 2 (or approve / deny)."]
+
+    sms.text(BOB, "deny not this month")
+    slack.settle()
+    assert read_ledger() == []
+    assert "Denied by" in dm.now["text"] and "not this month" in dm.now["text"]
+    assert sms.inbox(BOB)[-1].startswith("Refund order 77: Approve finance refund? Denied by")
+    assert slack.stack.turn(slack.session_of(mention), seq=2)["status"] == "completed"
+
+    slack.ok(slack.click("bob", dm, "Approve", version=0))  # late: nothing runs
+    assert read_ledger() == []
+
+
+def test_api_requests_show_at_every_place_of_to_and_settle_once(on_sqlite: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_sqlite
+    add_person(slack.stack, "bob", [BOBS_PHONE])
+    agent = slack.stack.client("bot:agent")
+    made = agent.post("/api/requests", json={
+        "kind": "question", "prompt": "Ship order 9 today?", "options": [{"label": "Yes"}, {"label": "No"}],
+        "to": [{"channel": "twilio", "address": {"to": ALICE}}, {"person": "bob"}]})
+    assert made.status_code == 201, made.get_json()
+    request_id = made.get_json()["requestId"]
+    sms.wait()
+    shown = "Ship order 9 today?\n1. Yes\n2. No\nReply with a number or your answer."
+    assert sms.inbox(ALICE) == [shown] and sms.inbox(BOB) == [shown]
+
+    sms.text(BOB, "2")
+    answered = agent.get(f"/api/requests/{request_id}").get_json()
+    assert (answered["outcome"], answered["response"]["optionId"]) == ("answered", "No")
+    assert answered["responder"]["principalId"] == BOBS_PHONE
+    told = "Ship order 9 today? Answered: No (by bob)."
+    assert sms.inbox(ALICE)[-1] == told and sms.inbox(BOB)[-1] == told  # both places say the outcome
+
+    sms.text(ALICE, "1")  # a late answer: the request stays as bob answered it
+    assert agent.get(f"/api/requests/{request_id}").get_json()["response"]["optionId"] == "No"
+
+
+def test_a_persons_phone_shows_requests_from_several_sessions_one_at_a_time(on_sqlite: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_sqlite
+    add_person(slack.stack, "bob", [BOBS_PHONE])
+    agent = slack.stack.client("bot:agent")
+    first, second = (agent.post("/api/requests", json={
+        "kind": "tool-approval", "action": {"toolName": tool, "input": {"amount": 5}}, "to": {"person": "bob"},
+    }).get_json()["requestId"] for tool in ("refund", "payout"))
+    sms.wait()
+    assert sms.inbox(BOB) == ["Approve refund?\namount=5\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."]
+
+    sms.text(BOB, "1")
+    assert agent.get(f"/api/requests/{first}").get_json()["outcome"] == "approved"
+    assert sms.inbox(BOB)[1:] == ["Approve refund? Approved by bob.",
+                                  "Approve payout?\namount=5\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."]
+    sms.text(BOB, "2")
+    assert agent.get(f"/api/requests/{second}").get_json()["outcome"] == "denied"
+
+
+@pytest.mark.parametrize(("to", "problem"), [
+    ([{"channel": "twilio", "address": {"to": ALICE}}, {"person": "nobody"}], ("unknown_person", "to.1.person")),
+    ({"group": "nobody"}, ("unknown_group", "to.group")),
+    ([{"channel": "fax", "address": {}}], ("unknown_channel", "to.0.channel")),
+])
+def test_a_place_nobody_can_be_reached_at_is_refused_and_nothing_is_stored(
+        on_sqlite: tuple[Workspace, Sms], to: Any, problem: tuple[str, str]) -> None:
+    slack, sms = on_sqlite
+    agent = slack.stack.client("bot:agent")
+    refused = agent.post("/api/requests", json={"kind": "question", "prompt": "Ship?", "to": to})
+    body = refused.get_json()
+    assert refused.status_code == 422 and (body["error"]["code"], body["error"]["details"]["field"]) == problem
+    assert agent.get("/api/requests").get_json()["requests"] == []
+
+
+def test_show_to_names_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="show_in_session=False needs show_to"):
+        ApprovalPolicy(show_in_session=False)
+    with pytest.raises(ValueError, match='a person place is {"person": "<name>"}'):
+        showing({"person": " "})
+    with pytest.raises(ValueError, match='a place is {"person": "<name>"}, {"group": "<name>"} or {"channel"'):
+        showing([{"people": "bob"}])
+    assert showing([{"group": "finance"}], show_in_session=False).in_session is False
