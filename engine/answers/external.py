@@ -37,15 +37,17 @@ from engine.answers.showing import IN_SESSION, Showing
 from engine.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.jobs.webhooks import WebhookRefused, check_url
-from engine.policies import approvers, expiry
+from engine.policies import ResponseContext, approvers, expiry
 from engine.protocol import Principal
 from engine.store.queries import get_request
 from engine.store.storage import APPROVE, DENY, new_id, principal_digest
-from engine.store.tables import ExternalRequest, InputRequest, RequestApprover
+from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, Session
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
 
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
+_PLACE_CHANNELS = select(Session.channel).join(RequestPlace, RequestPlace.session_id == Session.id) \
+    .where(RequestPlace.request_id == bindparam("request"))
 """Built once (see turns.py)."""
 
 
@@ -114,10 +116,30 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
 
 
 def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
-    """An external request's response policy: its approvers, or anyone its place admits; None for an agent's."""
+    """An external request's response policy: its approvers, or anyone one of its places admits (its session's,
+    or another that shows it: `admitted_at`); None for an agent's."""
     if request.turn_id is not None:
         return None
-    return approvers(frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars()))
+    named = frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
+    if named:
+        return approvers(named)
+    channels = frozenset(db.execute(_PLACE_CHANNELS, {"request": request.request_id}).scalars())
+    return admitted_at(channels) if channels else approvers()
+
+
+class admitted_at(approvers):  # noqa: N801 - a response policy, read as a word like the others
+    """`approvers()` (anyone the session's place admits) for a request also shown at places of other channels:
+    anyone those channels admit too (a person it was shown to, by SMS, answers from their phone)."""
+
+    def __init__(self, channels: frozenset[str]) -> None:
+        super().__init__()
+        self.channels = channels
+
+    def __call__(self, ctx: ResponseContext) -> dict[str, str]:
+        verdict = super().__call__(ctx)
+        if verdict["status"] != "allowed" and ctx.response.responder.authenticator in self.channels:
+            return {"status": "allowed"}
+        return verdict
 
 
 def check_callback(rt: Runtime, url: str) -> None:

@@ -17,7 +17,7 @@ from engine import ApprovalPolicy
 from engine.answers.showing import showing
 from engine.people import save_group, save_person
 from engine.store.queries import first_message, title_of
-from tests.conftest import KEYS, Stack, make_stack
+from tests.conftest import Stack, make_stack
 from tests.gateway.test_external_end_to_end import everywhere_queue
 from tests.slack.workspace import USERS, Workspace, fresh_job_ids, shared_fake, slack_settings
 from tests.support.agent import SUPPORT_CHANNEL, read_ledger, script, wait_for
@@ -77,10 +77,10 @@ def title(stack: Stack, session_id: str) -> str:
     return found
 
 
-def stale_by(stack: Stack, session_id: str) -> list[str]:
-    """Who answered a request of the session after it had closed (their candidates were `stale`)."""
-    return [e["data"]["responder"]["principalId"] for e in stack.events(session_id)
-            if e["type"] == "approval.candidate" and e["data"]["outcome"] == "stale"]
+def late_answers(stack: Stack, session_id: str) -> list[str]:
+    """What the agent was told of answers that came after a request of the session had closed (rule 8)."""
+    return [e["data"]["text"] for e in stack.events(session_id)
+            if e["type"] == "message.received" and "already closed" in e["data"]["text"]]
 
 
 def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_by_sms(
@@ -107,11 +107,16 @@ def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_
     assert (ran["tool"], ran["requester"], ran["responder"]) == ("managed_refund", SLACK_ALICE, BOBS_PHONE)
     for place in (card, watching):  # every place says the outcome
         assert "Approved by" in place.now["text"] and not any(b["type"] == "actions" for b in place.now["blocks"])
-    assert sms.inbox(BOB)[-1].startswith(f"{about}: Approve managed refund? Approved by")
+    told = sms.inbox(BOB)[-1]  # (one segment: the prompt is cut)
+    assert told.startswith(f"{about}: Approve") and told.endswith("Approved by bob.")
 
     slack.ok(slack.click("alice", watching, "Approve", version=0))  # too late: it settled once
     slack.ok(slack.click("alice", card, "Approve", version=0))
-    assert len(read_ledger()) == 1 and stale_by(slack.stack, session_id) == [SLACK_ALICE, SLACK_ALICE]
+    slack.settle()
+    assert len(read_ledger()) == 1
+    assert late_answers(slack.stack, session_id) == [
+        'alice answered "Approve" to "Approve managed refund?", but that request was already closed (approved); '
+        "nothing was done with this answer."] * 2
     assert slack.stack.turn(session_id, seq=2)["status"] == "completed"
 
 
@@ -136,8 +141,8 @@ def test_a_group_place_shows_each_member_and_not_the_session_that_asked(on_sqlit
     assert sms.inbox(BOB)[-1].startswith("Refund order 77: Approve finance refund? Denied by")
     assert slack.stack.turn(slack.session_of(mention), seq=2)["status"] == "completed"
 
-    slack.ok(slack.click("bob", dm, "Approve", version=0))  # late: nothing runs
-    assert read_ledger() == []
+    slack.ok(slack.click("bob", dm, "Approve", version=0))  # late: nothing runs, and the agent hears of it
+    assert read_ledger() == [] and len(late_answers(slack.stack, slack.session_of(mention))) == 1
 
 
 def test_api_requests_show_at_every_place_of_to_and_settle_once(on_sqlite: tuple[Workspace, Sms]) -> None:
@@ -150,7 +155,7 @@ def test_api_requests_show_at_every_place_of_to_and_settle_once(on_sqlite: tuple
     assert made.status_code == 201, made.get_json()
     request_id = made.get_json()["requestId"]
     sms.wait()
-    shown = "Ship order 9 today?\n1. Yes\n2. No\nReply with a number or your answer."
+    shown = "Ship order 9 today?\n1. Yes\n2. No\nReply 1 or 2 (the number, not the word)."
     assert sms.inbox(ALICE) == [shown] and sms.inbox(BOB) == [shown]
 
     sms.text(BOB, "2")

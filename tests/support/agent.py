@@ -356,8 +356,8 @@ SUPPORT_CHANNEL = "C0SUPPORT"
 """A Slack channel where the support team watches every managed refund (tests/gateway/test_places.py)."""
 
 
-@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]),
-                              show_to=[{"person": "manager"}, {"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}]))
+@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]), show_to=[
+    {"person": "manager"}, {"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}]))
 def managed_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
     """A refund a support rep proposes and the manager approves: also shown to the person `manager` (on their first
     channel that can reach them: bob's phone) and in the support channel, and only bob's phone may approve it."""

@@ -5,7 +5,7 @@ Its places are `request_places` rows, as an escalation's are.
 Adding the column rewrites nothing: its default is a constant.
 
 Revision ID: 0013
-Revises: 0010
+Revises: 0011 (0010 before h28-people merged its 0011)
 """
 
 from collections.abc import Sequence
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | Sequence[str] | None = "0010"
+down_revision: str | Sequence[str] | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
