@@ -89,3 +89,7 @@ CALLBACK_RETRY_HOURS = 24
 
 REMIND_MAX = 3
 """How many reminders a request gets when its `remind_every` comes without `remind_max`."""
+
+PLACE_TITLE_LENGTH = 40
+"""A request shown away from its session names the session's title after its prompt, cut to this many characters
+(with `...`, which every SMS alphabet has)."""

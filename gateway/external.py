@@ -16,7 +16,7 @@ from engine.jobs.runtime import Runtime
 from engine.people import group, person
 
 from .errors import ApiError, field_problems
-from .schemas import MAX_METADATA_BYTES, PersonPlaceSpec, PlaceSpec
+from .schemas import MAX_METADATA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
 
 
@@ -51,24 +51,34 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
 
 def places_of(rt: Runtime, body: NewRequestBody) -> dict[str, Any]:
     """`to` as the request's `place` (its first channel address: the session it joins) and where else it is
-    `shown`; each checked (422 naming `to` or `to.<n>.`): a configured channel's address, a known person or
-    group."""
+    `shown`; each checked (422 naming `to.` or `to.<n>.` and the field): one kind of place, a configured channel's
+    address, a known person or group."""
     listed = isinstance(body.to, list)
     specs = body.to if isinstance(body.to, list) else [body.to] if body.to is not None else []
     session_place: Place | None = None
     others: list[dict[str, Any]] = []
     for n, spec in enumerate(specs):
         prefix = f"to.{n}." if listed else "to."
-        if isinstance(spec, PlaceSpec):
+        kinds = [kind for kind in ("person", "group") if getattr(spec, kind) is not None]
+        if spec.channel is not None or spec.address is not None:
+            kinds.append("channel")
+        if len(kinds) != 1:
+            raise unprocessable([(prefix.rstrip("."), 'a place is {"channel", "address"}, {"person"} or {"group"}')])
+        if kinds == ["channel"]:
+            missing = [name for name in ("channel", "address") if getattr(spec, name) is None]
+            if missing:
+                raise unprocessable([(prefix + missing[0], "Field required")])
+            assert spec.channel is not None and spec.address is not None
             checked = Place(*place(rt, spec.channel, spec.address, prefix))
             if session_place is None:
                 session_place = checked
             else:
                 others.append({"channel": spec.channel, "address": spec.address})
             continue
-        kind, name = ("person", spec.person) if isinstance(spec, PersonPlaceSpec) else ("group", spec.group)
+        kind = kinds[0]
+        name = spec.person if kind == "person" else spec.group
         with rt.db.read() as db:
-            known = (person if kind == "person" else group)(db, name) is not None
+            known = (person if kind == "person" else group)(db, str(name)) is not None
         if not known:
             raise ApiError(422, f"unknown_{kind}", f"no {kind} {name!r}", {"field": prefix + kind})
         others.append({kind: name})

@@ -105,17 +105,17 @@ class PlaceSpec(StrictWireModel):
         description="as for POST /api/sessions: Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
 
 
-class PersonPlaceSpec(StrictWireModel):
-    person: Annotated[str, Field(min_length=1, max_length=100)] = Field(
-        description="a person's name: a direct message on their first linked channel that can reach them")
+class ShowPlaceSpec(StrictWireModel):
+    """A place of `to`: a channel address (`channel` and `address`), `person` or `group` (one of the three)."""
 
-
-class GroupPlaceSpec(StrictWireModel):
-    group: Annotated[str, Field(min_length=1, max_length=100)] = Field(
-        description="a group's name: each member, as a person place")
-
-
-ShowPlaceSpec = PlaceSpec | PersonPlaceSpec | GroupPlaceSpec
+    channel: Omittable[Annotated[str, Field(min_length=1, max_length=32)]] = omitted(
+        "a configured channel: slack, twilio or github")
+    address: Omittable[dict[str, Any]] = omitted(
+        "as for POST /api/sessions: Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
+    person: Omittable[Annotated[str, Field(min_length=1, max_length=100)]] = omitted(
+        "a person's name: a direct message on their first linked channel that can reach them")
+    group: Omittable[Annotated[str, Field(min_length=1, max_length=100)]] = omitted(
+        "a group's name: each member, as a person place")
 MAX_PLACES = 10
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
+from engine import defaults
 from engine.answers.input_requests import escalated_last, request_out, shown_in
 from engine.channels.contract import (
     ChannelAdapter,
@@ -140,15 +141,23 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
 
 
 def titled(db: DbSession, session_id: str, requests: list[InputRequestOut]) -> list[InputRequestOut]:
-    """The requests, those of other sessions (shown or escalated here) with their session's title before their
-    prompt: a person shown requests from several sessions knows what each is about."""
+    """The requests, those of other sessions (shown or escalated here) with their session's title after their
+    prompt, `Approve refund? (Refund order 1234)`: a person shown requests from several sessions knows what each
+    is about (and a text cut to fit cuts the title before the question)."""
     others = {r.session_id for r in requests if r.session_id != session_id}
     if not others:
         return requests
-    titles = {found: title_of(message) for found, message in db.execute(
+    titles = {found: place_title(title_of(message)) for found, message in db.execute(
         select(Session.id, first_message(Session.id)).where(Session.id.in_(others)))}
-    return [r.model_copy(update={"prompt": f"{titles[r.session_id]}: {r.prompt}"}) if titles.get(r.session_id)
+    return [r.model_copy(update={"prompt": f"{r.prompt} ({titles[r.session_id]})"}) if titles.get(r.session_id)
             else r for r in requests]
+
+
+def place_title(title: str | None) -> str | None:
+    """A session's title as a prompt shown elsewhere names it: at most PLACE_TITLE_LENGTH characters."""
+    if title is None or len(title) <= defaults.PLACE_TITLE_LENGTH:
+        return title
+    return title[: defaults.PLACE_TITLE_LENGTH - 3].rstrip() + "..."
 
 
 def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post],
