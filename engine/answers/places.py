@@ -54,6 +54,8 @@ def announce(rt: Runtime, db: DbSession, session_id: str, turn_id: str | None, r
 def show_at(db: DbSession, request: InputRequest, session_ids: list[str], origin: str, at: datetime) -> None:
     """Show an open request in the sessions `session_ids` besides its own: a `request_places` row and an
     `input.requested` there naming (as `origin`: `shownFrom`, `escalatedFrom`) the session it came from."""
+    if session_ids:
+        request.shown_elsewhere = True
     db.add_all(RequestPlace(request_id=request.request_id, session_id=session_id) for session_id in session_ids)
     for session_id in session_ids:
         emit(db, session_id, "input.requested", {"requestIds": [request.request_id], origin: request.session_id},

@@ -55,7 +55,7 @@ def close_request(
         "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
     }]}
     emit(db, request.session_id, "input.resolved", resolved, turn_id=request.turn_id, at=rt.now())
-    for place in db.execute(_PLACES, {"request": request_id}).scalars():
+    for place in places_of(db, request):
         emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
     if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
         owe_callback(rt, db, request_id)
@@ -66,6 +66,13 @@ def close_request(
         if (response or {}).get("optionId") == "continue":
             turn.step_budget = (turn.step_budget or 0) + (rt.agent.max_steps or 0)
     return request
+
+
+def places_of(db: DbSession, request: InputRequest) -> list[str]:
+    """The sessions besides its own that show a request (read only when it has some)."""
+    if not request.shown_elsewhere and request.escalated_at is None:
+        return []
+    return list(db.execute(_PLACES, {"request": request.request_id}).scalars())
 
 
 def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:

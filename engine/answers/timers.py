@@ -25,10 +25,11 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.places import show_at
+from engine.answers.settlement import places_of
 from engine.jobs.runtime import Runtime
 from engine.store.db import changed
 from engine.store.events import emit
-from engine.store.tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer
+from engine.store.tables import EscalationApprover, InputRequest, RequestTimer
 from engine.turns.sessions import session_at
 from engine.turns.transitions import lock_session
 
@@ -52,7 +53,6 @@ _REMINDED = update(InputRequest).where(InputRequest.request_id == bindparam("req
 _ESCALATED = update(InputRequest).where(InputRequest.request_id == bindparam("request")) \
     .values(escalated_at=bindparam("now"))
 """(The request is pending: every transaction that closes one holds its session, as `fire` does.)"""
-_PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
 _APPROVERS = select(EscalationApprover.principal_id).where(EscalationApprover.request_id == bindparam("request"))
 
 
@@ -115,7 +115,7 @@ def remind(db: DbSession, request: InputRequest, timer: RequestTimer, now: datet
     data = {"requestId": request.request_id, "count": count, "max": timer.max,
             "approvers": sorted(escalated_approvers(db, request) or ())}
     emit(db, request.session_id, "input.reminded", data, turn_id=request.turn_id, at=now)
-    for place in db.execute(_PLACES, {"request": request.request_id}).scalars():
+    for place in places_of(db, request):
         emit(db, place, "input.reminded", data, turn_id=None, at=now)
     return True
 

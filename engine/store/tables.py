@@ -205,6 +205,9 @@ class InputRequest(Base):
     shown_in_session: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     """False: shown only at its `show_to` places (`request_places`), not in its own session's channel
     (engine/answers/places.py)."""
+    shown_elsewhere: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Whether it has `request_places` (show_to places, or an escalation's since this column): closing one that
+    has none reads none."""
 
     __table_args__ = (
         Index("ix_input_requests_status_created_at", "status", "created_at"),
