@@ -195,8 +195,13 @@ class ResponseContext:
     """Reads `candidates`, only for a policy that looks at them."""
     responder_person: Person | None = None
     """The person the responder's principal is linked to (engine/people.py), None when it is nobody's."""
-    requester_person: Person | None = None
-    """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
+    requester_person_of: Callable[[], Person | None] = field(default=lambda: None, repr=False, compare=False)
+    """Reads `requester_person`, only for a policy that looks at it."""
+
+    @cached_property
+    def requester_person(self) -> Person | None:
+        """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
+        return self.requester_person_of()
 
     @cached_property
     def candidates(self) -> list[ResponseInfo]:
