@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.answers.conversation import cancel_turn
 from engine.answers.submit import submit_responses
-from engine.errors import Conflict, InvalidInput, NotFound
+from engine.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from engine.people import (
     Person,
     delete_group,
@@ -237,3 +238,14 @@ def test_an_escalation_approver_answers_from_another_principal_of_theirs() -> No
     assert policy(context) == {"status": "allowed"}
     stranger = ResponseContext(request=request, response=ResponseInfo(by_phone, "approve", None), session=session)
     assert policy(stranger)["status"] == "rejected"
+
+
+def test_a_turns_own_person_cancels_it_from_another_principal_of_theirs(sqlite_stack: Stack) -> None:
+    sid, turn_id = sqlite_stack.start(script([("refund", {"charge_id": "ch_1", "amount": 5})]))
+    with pytest.raises(NotPermitted, match="only alice or an operator may cancel"):
+        cancel_turn(sqlite_stack.rt, sid, SMS)
+    with sqlite_stack.rt.db.write() as db:
+        save_person(db, "alice", "Alice Ng", ["alice", "twilio:+15551230001"])
+    assert cancel_turn(sqlite_stack.rt, sid, SMS) == turn_id
+    sqlite_stack.settle()
+    assert sqlite_stack.turn(sid)["status"] == "cancelled"
