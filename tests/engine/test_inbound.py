@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from engine.channels.inbound import accept, choice_item, message_item, responses_item
+from engine.channels.contract import Answers, Choice, Message
+from engine.channels.inbound import accept
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.tables import Inbound
 from tests.conftest import Stack
@@ -14,7 +15,7 @@ ALICE = api_key_principal("alice")
 
 
 def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_nothing(stack: Stack) -> None:
-    item = message_item("fake:room:1", script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    item = Message("fake:room:1", script([("refund", {"charge_id": "ch_1", "amount": 1})]))
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is True
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is False
     stack.settle()
@@ -26,7 +27,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
         [row] = db.execute(select(Inbound)).scalars().all()
         assert (row.external_id, row.duplicates, row.processed_at is not None) == ("evt-1", 1, True)
 
-    accept(stack.rt, "fake", "evt-2", ALICE, b"{}", message_item("fake:room:1", "approve"))
+    accept(stack.rt, "fake", "evt-2", ALICE, b"{}", Message("fake:room:1", "approve"))
     stack.settle()
     assert len(list_sessions(stack.rt)["sessions"]) == 1  # the same address continues the same session
     assert len(read_ledger()) == 1
@@ -35,11 +36,11 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
 def test_a_responses_item_settles_and_a_late_one_becomes_a_message(stack: Stack) -> None:
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
     [request] = stack.pending(sid)
-    click = responses_item([InputResponse(request_id=request["requestId"], option_id="approve")])
+    click = Answers((InputResponse(request_id=request["requestId"], option_id="approve"),))
     accept(stack.rt, "fake", "click-1", ALICE, b"{}", click)
     stack.settle()
     assert len(read_ledger()) == 1
-    late = responses_item([InputResponse(request_id=request["requestId"], option_id="cancel")])
+    late = Answers((InputResponse(request_id=request["requestId"], option_id="cancel"),))
     accept(stack.rt, "fake", "click-2", ALICE, b"{}", late)
     stack.settle()
     turns = stack.history(sid)["turns"]
@@ -52,14 +53,14 @@ def test_a_choice_item_picks_the_option_shown_at_its_position_when_applied(stack
     [request] = stack.pending(sid)
     assert [o["id"] for o in request["options"]] == ["approve", "deny"]
 
-    accept(stack.rt, "fake", "click-3", ALICE, b"{}", choice_item(request["requestId"], 3))  # no third option
-    accept(stack.rt, "fake", "click-4", ALICE, b"{}", choice_item("req_unknown", 1))
+    accept(stack.rt, "fake", "click-3", ALICE, b"{}", Choice(request["requestId"], 3))  # no third option
+    accept(stack.rt, "fake", "click-4", ALICE, b"{}", Choice("req_unknown", 1))
     stack.settle()
     assert stack.pending(sid) == [request]  # nothing changed; both kept for the audit trail
     with stack.rt.db.read() as db:
         assert db.execute(select(Inbound.processed_at.is_not(None))).scalars().all() == [True, True]
 
-    accept(stack.rt, "fake", "click-5", ALICE, b"{}", choice_item(request["requestId"], 2))
+    accept(stack.rt, "fake", "click-5", ALICE, b"{}", Choice(request["requestId"], 2))
     stack.settle()
     assert stack.pending(sid) == []
     assert stack.history(sid)["turns"][0]["status"] == "completed"
