@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from sqlalchemy import select
 
-from engine.channels.contract import Answers, Choice, Message
+from engine.channels.contract import Answers, Choice, Ignored, InboundItem, Message, read_item, stored_item
 from engine.channels.inbound import accept
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.tables import Inbound
@@ -65,3 +68,36 @@ def test_a_choice_item_picks_the_option_shown_at_its_position_when_applied(stack
     assert stack.pending(sid) == []
     assert stack.history(sid)["turns"][0]["status"] == "completed"
     assert read_ledger() == []  # option 2 is cancel: the refund never ran
+
+
+APPROVE = InputResponse(request_id="req_1", option_id="approve")
+STORED: list[tuple[InboundItem, dict[str, object]]] = [
+    (Message("fake:room:1", "hi", ref="c:7", audit={"messageSid": "SM1"}),
+     {"type": "message", "address": "fake:room:1", "text": "hi", "ref": "c:7", "messageSid": "SM1"}),
+    (Answers((APPROVE,)), {"type": "responses", "responses": [APPROVE.wire()]}),
+    (Choice("req_1", 2), {"type": "choice", "requestId": "req_1", "position": 2}),
+    (Ignored("permission", ref="c:8", notice={"text": "why"}, once="o/r:1:7:permission"),
+     {"type": "ignored", "why": "permission", "ref": "c:8", "notice": {"text": "why"}, "once": "o/r:1:7:permission"}),
+    (Ignored("STOP"), {"type": "ignored", "why": "STOP"}),
+]
+
+
+@pytest.mark.parametrize(("item", "stored"), STORED)
+def test_a_typed_item_is_stored_as_rows_have_always_held_it_and_read_back(item: InboundItem,
+                                                                         stored: dict[str, object]) -> None:
+    assert stored_item(item) == stored
+    assert read_item(stored) == replace(item, audit={})  # the audit fields stay in the row, for people to read
+
+
+def test_a_row_stored_before_items_were_typed_still_applies(stack: Stack) -> None:
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 1})]))
+    [request] = stack.pending(sid)
+    with stack.rt.transaction() as db:  # as an older gateway wrote it: a dict, straight into the row
+        db.add(Inbound(channel="fake", external_id="old-1", received_at=stack.rt.now(), principal=ALICE.wire(),
+                       payload_digest="0" * 64, item={"type": "choice", "requestId": request["requestId"],
+                                                      "position": 1}))
+        db.flush()
+        stack.rt.enqueue(db, "process_inbound", db.execute(select(Inbound.id)).scalar_one())
+    stack.settle()
+    assert stack.pending(sid) == []
+    assert [e["tool"] for e in read_ledger()] == ["refund"]
