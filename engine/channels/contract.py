@@ -3,6 +3,10 @@
 The engine drives delivery from events (`deliver(session_id)`); an adapter only knows how to show a
 request, update it once it closed, say something, and tell a refused responder why. Text-only channels
 (SMS, GitHub comments) show one request at a time: `next_prompt()` picks it and `render_text()` writes it.
+
+Inbound, a webhook reaches an adapter as a neutral `WebhookRequest` and is answered with a `WebhookReply`; what
+the adapter makes of it is a typed inbound item (`Message`, `Answers`, `Choice`, `Ignored`), which it stores
+through its `engine.channels.port.ChannelPort`.
 """
 
 from __future__ import annotations
