@@ -86,7 +86,8 @@ def late_answers(stack: Stack, session_id: str) -> list[str]:
 def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_by_sms(
         on_postgres: tuple[Workspace, Sms]) -> None:
     slack, sms = on_postgres
-    add_person(slack.stack, "manager", ["github:1002", BOBS_PHONE], display="bob")  # GitHub writes to nobody alone
+    # GitHub writes to nobody on their own: the manager's phone is where their requests go
+    add_person(slack.stack, "manager", ["github:1002", BOBS_PHONE], display="Maria Manager")
     mention = slack.mention("alice", "Refund order 1234, it arrived broken")
     slack.reply("alice", script([("managed_refund", {"amount": 120})], final="refunded"), thread_ts=mention["ts"])
     session_id = slack.session_of(mention)
@@ -106,9 +107,11 @@ def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_
     [ran] = read_ledger()
     assert (ran["tool"], ran["requester"], ran["responder"]) == ("managed_refund", SLACK_ALICE, BOBS_PHONE)
     for place in (card, watching):  # every place says the outcome
-        assert "Approved by" in place.now["text"] and not any(b["type"] == "actions" for b in place.now["blocks"])
+        assert "Approved by Maria Manager via SMS" in place.now["text"]
+        assert not any(b["type"] == "actions" for b in place.now["blocks"])
     told = sms.inbox(BOB)[-1]  # (a confirmation's prompt is cut to 60 characters)
-    assert told.startswith("Approve managed refund? (Refund order 1234") and told.endswith(" Approved by bob.")
+    assert told.startswith("Approve managed refund? (Refund order 1234")
+    assert told.endswith(" Approved by Maria Manager via SMS.")
 
     slack.ok(slack.click("alice", watching, "Approve", version=0))  # too late: it settled once
     slack.ok(slack.click("alice", card, "Approve", version=0))
@@ -138,7 +141,7 @@ def test_a_group_place_shows_each_member_and_not_the_session_that_asked(on_sqlit
     slack.settle()
     assert read_ledger() == []
     assert "Denied by" in dm.now["text"] and "not this month" in dm.now["text"]
-    assert sms.inbox(BOB)[-1] == "Approve finance refund? (Refund order 77) Denied by bob: not this month"
+    assert sms.inbox(BOB)[-1] == "Approve finance refund? (Refund order 77) Denied by bob via SMS: not this month"
     assert slack.stack.turn(slack.session_of(mention), seq=2)["status"] == "completed"
 
     slack.ok(slack.click("bob", dm, "Approve", version=0))  # late: nothing runs, and the agent hears of it
@@ -162,7 +165,7 @@ def test_api_requests_show_at_every_place_of_to_and_settle_once(on_sqlite: tuple
     answered = agent.get(f"/api/requests/{request_id}").get_json()
     assert (answered["outcome"], answered["response"]["optionId"]) == ("answered", "No")
     assert answered["responder"]["principalId"] == BOBS_PHONE
-    told = "Ship order 9 today? Answered: No (by bob)."
+    told = "Ship order 9 today? Answered: No (by bob via SMS)."
     assert sms.inbox(ALICE)[-1] == told and sms.inbox(BOB)[-1] == told  # both places say the outcome
 
     sms.text(ALICE, "1")  # a late answer: the request stays as bob answered it
@@ -181,7 +184,7 @@ def test_a_persons_phone_shows_requests_from_several_sessions_one_at_a_time(on_s
 
     sms.text(BOB, "1")
     assert agent.get(f"/api/requests/{first}").get_json()["outcome"] == "approved"
-    assert sms.inbox(BOB)[1:] == ["Approve refund? Approved by bob.",
+    assert sms.inbox(BOB)[1:] == ["Approve refund? Approved by bob via SMS.",
                                   "Approve payout?\namount=5\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."]
     sms.text(BOB, "2")
     assert agent.get(f"/api/requests/{second}").get_json()["outcome"] == "denied"
