@@ -116,13 +116,15 @@ class SlackChannel:
         return f"{where.channel_id}|{self.client.post(where, render.message(text))}"
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
-        """An ephemeral message to the refused Slack user (someone refused elsewhere was told there)."""
+        """An ephemeral message to the refused Slack user, in the channel they answered in (a request shown in
+        several places hears the refusal at each; someone refused elsewhere was told there)."""
         user_id = responder.attributes.get("userId")
-        if responder.authenticator != "slack" or not user_id:
+        where = Where.from_address(session.address)
+        answered_in = responder.attributes.get("channelId")
+        if responder.authenticator != "slack" or not user_id or (answered_in and answered_in != where.channel_id):
             return
         try:
-            self.client.post_ephemeral(Where.from_address(session.address), str(user_id),
-                                       render.refusal(request, reason))
+            self.client.post_ephemeral(where, str(user_id), render.refusal(request, reason))
         except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
             log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)
 

@@ -25,8 +25,9 @@ from engine import defaults
 from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from engine.answers.external import external_policy
 from engine.answers.input_requests import editable, option_named, request_out
-from engine.answers.settlement import close_request
+from engine.answers.settlement import close_request, places_of
 from engine.answers.timers import escalated_approvers
+from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.people import Person, linked_person, person_of, with_person
@@ -355,6 +356,9 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if reason:
         data["reason"] = reason
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
+    if outcome in NOT_TAKEN:  # the refused responder may have answered at another place that shows it: told there
+        for place in places_of(db, request):
+            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
 def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,

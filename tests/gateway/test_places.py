@@ -137,6 +137,8 @@ def test_a_group_place_shows_each_member_and_not_the_session_that_asked(on_sqlit
     assert sms.inbox(BOB) == ["Approve finance refund? (Refund order 77)\namount=30\n1. Approve\n2. Deny\n"
                               "Reply 1 or 2 (or approve / deny)."]
 
+    slack.ok(slack.click("bob", dm, "Approve"))  # only bob's phone may: told so in the DM, and it stays open
+    assert [(e.channel, e.user) for e in slack.fake.ephemerals] == [(dm.channel, USERS["bob"])]
     sms.text(BOB, "deny not this month")
     slack.settle()
     assert read_ledger() == []
