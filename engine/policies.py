@@ -213,7 +213,7 @@ class ResponseContext:
 ResponsePolicy = Callable[[ResponseContext], Any]
 
 
-def same_person(ctx: ResponseContext) -> bool:
+def answered_by_requesters_person(ctx: ResponseContext) -> bool:
     """Whether the responder is the person who asked: two principals of one person count as that person."""
     return ctx.responder_person is not None and ctx.responder_person == ctx.requester_person
 
@@ -225,7 +225,7 @@ def requester_only(ctx: ResponseContext) -> dict[str, str]:
     requester = ctx.request.requested_by
     if responder.authenticator == "operator":
         return {"status": "allowed"}
-    if requester is None or requester.same_as(responder) or same_person(ctx):
+    if requester is None or requester.same_as(responder) or answered_by_requesters_person(ctx):
         return {"status": "allowed"}
     return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
 
