@@ -15,8 +15,9 @@ from sqlalchemy import delete, select, update
 from engine import defaults
 from engine.channels.inbound import accept, message_item, responses_item
 from engine.jobs.executors import InlineExecutor, RQExecutor
+from engine.jobs.outbox import push_outbox
 from engine.jobs.perform import IMPLEMENTATIONS, perform
-from engine.jobs.recovery import push_outbox, sweep
+from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.db import Database
