@@ -106,9 +106,9 @@ class Runtime:
     def _deliver_events(self, tx: Tx) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
         one is already queued and has not started (it will read these events too)."""
-        touched = {event["session_id"] for event in tx.events}
-        if not touched or not self.channels:
+        if not self.channels:
             return
+        touched = dict.fromkeys(event["session_id"] for event in tx.events)  # (in the order they were written)
         # at most one queued delivery per session: the job clears the flag before it reads the events
         flagged, unheld = [], []
         for session_id in touched:
