@@ -15,6 +15,7 @@ from engine.policies import expiry
 from engine.protocol import InputRequestOut, principal_or_none
 from engine.store.storage import APPROVE, DENY, new_id
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
+from engine.store.tx import Tx
 
 if TYPE_CHECKING:
     from engine.agent import Tool
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
 """A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
 request opened then, a Slack card posted then, a client written then)."""
-OPENED = "hitl_opened_requests"
 
 
 def open_request(
@@ -64,7 +64,7 @@ def open_request(
     db.add(request)
     db.add_all(timers(request.request_id, schedule, now, channels or {}))
     if turn_id is not None:
-        db.info.setdefault(OPENED, set()).add(turn_id)
+        Tx.of(db).opened.add(turn_id)
     return request
 
 
@@ -101,7 +101,7 @@ def places_at(request_id: str, places: Iterable[Place], channels: Mapping[str, A
 
 def opened_in(db: DbSession, turn_id: str) -> bool:
     """Whether this transaction opened a request of the turn (it is pending until the transaction commits)."""
-    return turn_id in db.info.get(OPENED, ())
+    return turn_id in Tx.of(db).opened
 
 
 def open_approval(
