@@ -26,6 +26,7 @@ RunnableConfig, which LangGraph brings).
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -173,17 +174,18 @@ def edit_args_schema(schema: dict[str, Any] | type | None) -> dict[str, Any] | N
     if not isinstance(schema, dict):
         return None
     defs = schema.get("$defs", {})
-    shapes = [schema, *defs.values()]
-    edits = [s for s in shapes if s.get("properties", {}).get("type", {}).get("const") == "edit"]
+    edits = [s for s in [schema, *defs.values()] if s.get("properties", {}).get("type", {}).get("const") == "edit"]
     action = edits[0]["properties"].get("edited_action", {}) if edits else {}
-    action = defs.get(str(action.get("$ref", "")).removeprefix("#/$defs/"), action)
-    args = action.get("properties", {}).get("args")
+    action_name = str(action.get("$ref", "")).removeprefix("#/$defs/")
+    args = defs.get(action_name, action).get("properties", {}).get("args")
     if not isinstance(args, dict):
         return None
     args = defs.get(str(args.get("$ref", "")).removeprefix("#/$defs/"), args)
-    if args.get("type") not in ("object", None) or args == {"type": "object"}:
+    if not args.get("properties"):  # any object (no tool to take a schema from)
         return None
-    return {**args, "$defs": defs} if defs else args
+    kept = {name: shape for name, shape in defs.items()  # what the args may refer to: not the decisions' shapes
+            if name != action_name and "const" not in shape.get("properties", {}).get("type", {})}
+    return {**args, "$defs": kept} if kept and "$ref" in json.dumps(args) else args
 
 
 def tool_schemas(tools: Iterable[Any]) -> dict[str, dict[str, Any]]:
