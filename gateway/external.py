@@ -55,7 +55,7 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
         problems = [] if body.action else [("action", "a tool approval needs its action: {toolName, input}")]
         problems += [(name, "only a question has it") for name, value in (
             ("options", body.options), ("allowFreeform", body.allow_freeform)) if value is not None]
-        return problems + edit_problems(body)
+        return problems + input_schema_problems(body)
     problems = [] if body.prompt else [("prompt", "a question needs its prompt")]
     problems += [(name, "only a tool approval has it") for name, value in (
         ("action", body.action), ("editable", body.editable)) if value is not None]
@@ -66,7 +66,7 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
     return problems
 
 
-def edit_problems(body: NewRequestBody) -> list[tuple[str, str]]:
+def input_schema_problems(body: NewRequestBody) -> list[tuple[str, str]]:
     """An input schema goes with `editable: true`, and must be a JSON Schema that can check edits."""
     schema = body.action.input_schema if body.action else None
     if schema is None:
