@@ -14,7 +14,7 @@ from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
 from engine.jobs.runtime import Runtime
 
 from .errors import ApiError, field_problems
-from .schemas import MAX_METADATA_BYTES, PlaceSpec
+from .schemas import MAX_METADATA_BYTES, MAX_SCHEMA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
 
 
@@ -67,12 +67,15 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
 
 
 def input_schema_problems(body: NewRequestBody) -> list[tuple[str, str]]:
-    """An input schema goes with `editable: true`, and must be a JSON Schema that can check edits."""
+    """An input schema goes with `editable: true`, and must be a JSON Schema that can check edits (and is stored
+    with the request: at most MAX_SCHEMA_BYTES of JSON)."""
     schema = body.action.input_schema if body.action else None
     if schema is None:
         return []
     if not body.editable:
         return [("action.inputSchema", "only an editable approval has it (add \"editable\": true)")]
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        return [("action.inputSchema", f"at most {MAX_SCHEMA_BYTES} bytes of JSON")]
     assert body.action is not None
     refused = schema_refused(schema, body.action.input)
     return [("action.inputSchema", refused)] if refused else []

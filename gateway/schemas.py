@@ -84,6 +84,10 @@ class SessionInput(StrictWireModel):
         return self
 
 
+MAX_SCHEMA_BYTES = 64 * 1024
+"""An editable external request's `action.inputSchema`, stored with it: at most this many bytes of JSON."""
+
+
 class ToolCallSpec(StrictWireModel):
     """The call a tool approval asks about, as the agent describes it."""
 
@@ -91,7 +95,8 @@ class ToolCallSpec(StrictWireModel):
     tool_name: Annotated[str, Field(min_length=1, max_length=200)]
     input: dict[str, Any] = Field(default_factory=dict)
     input_schema: Omittable[dict[str, Any]] = omitted(
-        "with editable: the JSON Schema an edited input must fit (the proposed input too); none: any JSON object")
+        f"with editable: the JSON Schema an edited input must fit (at most {MAX_SCHEMA_BYTES} bytes of JSON); none: "
+        "any JSON object")
 
 
 class OptionSpec(StrictWireModel):

@@ -105,6 +105,8 @@ def schema_refused(schema: dict[str, Any], proposed: dict[str, Any]) -> str | No
     """Why an external request's `inputSchema` cannot check its edits (not a JSON Schema, or it refers to what it
     does not hold, found checking the input it proposes); None when it can. The proposed input need not fit it
     (a model's call may not: people then fix it)."""
+    if not isinstance(schema.get("$schema", ""), str):
+        return "not a valid JSON Schema: its $schema is a URI naming a draft"
     try:
         validators.validator_for(schema, default=validators.Draft202012Validator).check_schema(schema)
     except SchemaError as exc:

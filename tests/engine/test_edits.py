@@ -172,6 +172,8 @@ def test_a_json_schema_names_each_field_an_edit_gets_wrong_by_its_path() -> None
     assert check({"items": []}) == [{"field": "amount", "problem": "'amount' is a required property"}]
     assert schema_problems({"properties": {"a": {"$ref": "#/$defs/gone"}}})({"a": 1})[0]["field"] == "input"
     assert schema_refused({"type": "nothing"}, {}) is not None
+    assert schema_refused({"$schema": 7}, {}) is not None
+    assert schema_refused({"properties": {"a": {"pattern": "("}}}, {"a": "x"}) is not None
     assert schema_refused({"properties": {"a": {"$ref": "https://schemas.example/a.json"}}}, {"a": 1}) is not None
     assert schema_refused({"type": "object"}, {}) is None
 

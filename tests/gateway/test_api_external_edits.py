@@ -106,6 +106,8 @@ def test_editable_without_a_schema_takes_any_object_and_a_request_not_editable_t
         "properties": {"a": {"$ref": "https://schemas.example/amount.json"}}}}}, "action.inputSchema",
         id="a-ref-it-would-fetch"),
     pytest.param({"editable": None}, "action.inputSchema", id="a-schema-without-editable"),
+    pytest.param({"action": {**EDITABLE["action"], "inputSchema": {"description": "x" * 70_000}}},
+                 "action.inputSchema", id="a-schema-too-long-to-keep"),
     pytest.param({**QUESTION, "action": None, "editable": True}, "editable", id="an-editable-question"),
     pytest.param({"action": {**EDITABLE["action"], "inputSchema": "object"}}, "action.inputSchema",
                  id="a-schema-not-an-object"),
