@@ -39,6 +39,7 @@ from engine.answers.timers import escalated_approvers, places_on
 from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
+from engine.people import Person, linked_person, person_of, with_person
 from engine.policies import (
     ResponseContext,
     ResponseInfo,
@@ -122,6 +123,7 @@ def submit_responses(
     finds their requests closed). An agent may answer none (NotPermitted)."""
     check_answers_requests(principal)
     with rt.transaction() as db:
+        principal = with_person(db, principal)  # what records it names the person (engine/people.py)
         checked = [check(rt, db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
@@ -373,8 +375,9 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
 
 def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
                    judged_here: bool) -> ResponseContext:
-    """The policy's view. The earlier candidates are read when the policy asks for them if it runs in this
-    transaction (the default policy never does), else now."""
+    """The policy's view. The earlier candidates and the requester's person are read when the policy asks for
+    them if it runs in this transaction (the default policy reads the requester's person only for a responder
+    who is someone's), else now."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
@@ -382,11 +385,15 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
 
+    def requester_person() -> Person | None:
+        return person_of(db, out.requested_by.principal_id) if out.requested_by else None
+
     session = db.get_one(Session, request.session_id)
-    context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
-                              earlier=earlier)
+    out = request_out(request)
+    context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
+                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person)
     if not judged_here:
-        _ = context.candidates  # read now: the policy runs after the commit
+        _ = context.candidates, context.requester_person  # read now: the policy runs after the commit
     return context
 
 
