@@ -70,7 +70,8 @@ def open_request(
 
 def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping[str, Any]) -> list[RequestTimer]:
     """The rows that make a request's reminders and escalation fall due (the first reminder `remind_every` after
-    it opens)."""
+    it opens); the escalation's row also keeps its `after` and its places as given, which the request shows
+    (`schedule_fields`)."""
     rows = []
     if schedule.remind_every is not None:
         rows.append(RequestTimer(request_id=request_id, kind="remind", every=schedule.remind_every,
@@ -79,7 +80,9 @@ def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping
         rows.append(RequestTimer(request_id=request_id, kind="escalate",
                                  due_at=now + timedelta(seconds=schedule.escalate_after),
                                  data={"to": places_at(request_id, schedule.escalate_to, channels),
-                                       "approvers": list(schedule.escalate_approvers)}))
+                                       "approvers": list(schedule.escalate_approvers),
+                                       "after": schedule.escalate_after,
+                                       "given": [place.wire() for place in schedule.escalate_to]}))
     return rows
 
 
@@ -151,6 +154,20 @@ def external_fields(db: DbSession, request: InputRequest, external: ExternalRequ
     fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
               "metadata": external.request_metadata}
     return fields | {"callback": callback_state(external)} if callback else fields
+
+
+def schedule_fields(db: DbSession, request: InputRequest) -> dict[str, Any]:
+    """The request's reminders and escalation as it was opened with them, in POST /api/requests' words:
+    `remind` `{every, max}` and `escalate` `{after, to: [places], approvers}`, each null when it has none."""
+    rows = {timer.kind: timer for timer in db.execute(
+        select(RequestTimer).where(RequestTimer.request_id == request.request_id)).scalars()}
+    remind, escalate = rows.get("remind"), rows.get("escalate")
+    data = (escalate.data or {}) if escalate is not None else {}
+    return {
+        "remind": {"every": remind.every, "max": remind.max} if remind is not None else None,
+        "escalate": {"after": data.get("after"), "to": data.get("given", data.get("to", [])),
+                     "approvers": data.get("approvers", [])} if escalate is not None else None,
+    }
 
 
 def callback_state(external: ExternalRequest) -> dict[str, Any] | None:

@@ -22,11 +22,21 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
-from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
-from engine.answers.external import external_policy
+from engine.answers.edits import (
+    Checker,
+    Problem,
+    changes,
+    checked_edit,
+    model_problems,
+    read_stored,
+    schema_problems,
+    stored_text,
+)
+from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable, option_named, request_out
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
-from engine.answers.timers import escalated_approvers
+from engine.answers.timers import escalated_approvers, places_on
+from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.people import Person, linked_person, person_of, with_person
@@ -169,11 +179,13 @@ def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Pr
 
 def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
     """What an edited input of this request must fit, or None when it takes none: an editable approval of an
-    in-process tool checks with the tool's input model."""
-    tool = rt.agent.tools.get(call.tool) if call is not None else None
-    if not editable(request) or tool is None:
+    in-process tool checks with the tool's input model, an external one with its `action.inputSchema`."""
+    if not editable(request):
         return None
-    return model_problems(tool.input_model)
+    if request.turn_id is None:
+        return schema_problems((request.action or {}).get("inputSchema") or ANY_OBJECT)
+    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    return model_problems(tool.input_model) if tool is not None else None
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -324,6 +336,10 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if reason:
         data["reason"] = reason
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
+    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
+        # channel (its adapter tells only its own people)
+        for place in places_on(db, request, responder.authenticator):
+            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
 def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
