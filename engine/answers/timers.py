@@ -29,7 +29,7 @@ from engine.answers.settlement import places_of
 from engine.jobs.runtime import Runtime
 from engine.store.db import changed
 from engine.store.events import emit
-from engine.store.tables import EscalationApprover, InputRequest, RequestTimer
+from engine.store.tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer, Session
 from engine.turns.sessions import session_at
 from engine.turns.transitions import lock_session
 
@@ -53,6 +53,8 @@ _REMINDED = update(InputRequest).where(InputRequest.request_id == bindparam("req
 _ESCALATED = update(InputRequest).where(InputRequest.request_id == bindparam("request")) \
     .values(escalated_at=bindparam("now"))
 """(The request is pending: every transaction that closes one holds its session, as `fire` does.)"""
+_PLACES_ON = select(RequestPlace.session_id).join(Session, Session.id == RequestPlace.session_id) \
+    .where(RequestPlace.request_id == bindparam("request"), Session.channel == bindparam("channel"))
 _APPROVERS = select(EscalationApprover.principal_id).where(EscalationApprover.request_id == bindparam("request"))
 
 
@@ -154,3 +156,11 @@ def escalated_approvers(db: DbSession, request: InputRequest) -> frozenset[str] 
     if request.escalated_at is None:
         return None
     return frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
+
+
+def places_on(db: DbSession, request: InputRequest, channel: str) -> list[str]:
+    """The sessions on `channel` a request is shown at besides its own (its show_to places, those it escalated to):
+    where a person of that channel may have answered it."""
+    if not request.shown_elsewhere and request.escalated_at is None:
+        return []
+    return list(db.execute(_PLACES_ON, {"request": request.request_id, "channel": channel}).scalars())
