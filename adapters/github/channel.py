@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.answers.submit import edit_problems
 from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
+from engine.channels.groups import GroupLookupFailed
 from engine.channels.delivery import shown_requests
 from engine.channels.inbound import accept, ignored_item, message_item, responses_item
 from engine.jobs.runtime import Runtime
@@ -42,6 +43,7 @@ from .parse import (
 )
 from .render import (
     render_message,
+    render_progress_comment,
     render_prompt,
     render_refusal,
     render_refused_edit,
@@ -144,12 +146,28 @@ class GithubChannel:
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_reminder_comment(request)))
 
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str:
+        """A comment with the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_progress_comment(request)))
+
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""
         if responder.authenticator != "github":
             return
         repository, issue = address_place(session.address)
         self.client.create_comment(repository, issue, render_refusal(request, responder, reason))
+
+    def group_members(self, kind: str, ref: str) -> frozenset[str]:
+        """The principal ids (`github:<user id>`) of a team's members; `ref` is `<org>/<team slug>`.
+        GroupLookupFailed when GitHub cannot say (no such team, a token that may not read it, GitHub down)."""
+        org, _, slug = ref.partition("/")
+        if kind != "github-team" or not org or not slug:
+            raise GroupLookupFailed(f"GitHub has no group {kind}:{ref}")
+        try:
+            return frozenset(f"github:{user}" for user in self.client.team_members(org, slug))
+        except (GithubError, ChannelUnavailable) as exc:
+            raise GroupLookupFailed(f"GitHub answered: {exc}") from exc
 
     def acknowledge(self, ref: str, status: str) -> None:
         """React to the comment `ref` (`<owner>/<repo>:<comment id>`) for what became of it."""
