@@ -10,14 +10,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.answers.external import NewRequest, Place
-from engine.people import NAME
 from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
 from engine.jobs.runtime import Runtime
+from engine.people import NAME
 
 from .errors import ApiError, field_problems
 from .schemas import MAX_METADATA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
-
 
 APPROVER_FORMS = {
     "person": (NAME, "a person's name"), "group": (NAME, "a group's name"),

@@ -23,8 +23,8 @@ from typing import Any
 
 from engine.answers.submit import edit_problems
 from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
-from engine.channels.groups import GroupLookupFailed
 from engine.channels.delivery import shown_requests
+from engine.channels.groups import GroupLookupFailed
 from engine.channels.inbound import accept, ignored_item, message_item, responses_item
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo

@@ -23,8 +23,8 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
-from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from engine.answers.directory import PeopleDirectory
+from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from engine.answers.external import external_policy
 from engine.answers.input_requests import editable, option_named, request_out
 from engine.answers.quorum import need_of, tally
@@ -360,7 +360,8 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
         db.connection().execute(_INSERT_CANDIDATE, row)
     request = checked.request
     judged(rt, db, request, candidate_id, "pending", None, info.responder)
-    return candidate_id, policy_context(rt, db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
+    context = policy_context(rt, db, request, info, candidate_id, judged_here)
+    return candidate_id, context, response_policy_for(rt, checked)
 
 
 def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
