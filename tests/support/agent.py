@@ -271,6 +271,13 @@ def slack_release(ctx: ToolContext, version: str) -> dict[str, Any]:
     return {"released": version}
 
 
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("github-team:acme/release", quorum=2)))
+def github_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two people of a GitHub team approve."""
+    record("github_release", ctx, version=version)
+    return {"released": version}
+
+
 @tool(approval=ApprovalPolicy(request=always(), response=approvers("slack-usergroup:S0GONE")))
 def unknown_group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
     """A release only a Slack user group Slack does not know may approve: nobody can."""
@@ -394,7 +401,7 @@ agent = Agent(
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
            escalated_refund, lenient_refund, nudged_survey, release, slack_release, unknown_group_release,
-           crowd_release,
+           crowd_release, github_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )
