@@ -42,7 +42,7 @@ def answer_as(stack: Stack, principal_id: str, request_id: str, option: str, tex
 
 def test_two_of_three_approve_and_the_same_person_counts_once(stack: Stack) -> None:
     release_group(stack)
-    sid, _ = stack.start(script([("release", {"version": "1.4"})]))
+    sid, _ = stack.start(script([("group_release", {"version": "1.4"})]))
     [request] = stack.pending(sid)
 
     first = stack.answer(request["requestId"], "approve", who="alice")
@@ -51,13 +51,13 @@ def test_two_of_three_approve_and_the_same_person_counts_once(stack: Stack) -> N
     assert (first.status, first.reason) == ("pending", "1 of 2 approvals: Alice Ng")
     assert first.request.approvals is not None and first.request.approvals.have == 1
     assert (again.status, again.reason) == ("pending", "1 of 2 approvals: Alice Ng")
-    assert ran("release") == []
+    assert ran("group_release") == []
     shown = get_request(stack.rt, request["requestId"])["approvals"]
     assert (shown["have"], shown["need"], [a["name"] for a in shown["by"]]) == (1, 2, ["Alice Ng"])
 
     assert stack.answer(request["requestId"], "approve", who="bob").status == "settled"
 
-    [call] = ran("release")
+    [call] = ran("group_release")
     assert call["responder"] == "bob"
     settled = get_request(stack.rt, request["requestId"])
     assert settled["outcome"] == "approved"
@@ -69,19 +69,19 @@ def test_two_of_three_approve_and_the_same_person_counts_once(stack: Stack) -> N
 
 def test_one_approvers_deny_settles_at_once_with_their_note(stack: Stack) -> None:
     release_group(stack)
-    sid, _ = stack.start(script([("release", {"version": "1.4"})]))
+    sid, _ = stack.start(script([("group_release", {"version": "1.4"})]))
     [request] = stack.pending(sid)
     assert stack.answer(request["requestId"], "approve", who="bob").status == "pending"
 
     assert stack.answer(request["requestId"], "deny", text="the changelog is wrong", who="carol").status == "settled"
 
-    assert ran("release") == []
+    assert ran("group_release") == []
     assert "Denied by carol: the changelog is wrong" in stack.turn(sid)["result"]
 
 
 def test_someone_outside_the_group_is_refused_and_counts_for_nothing(stack: Stack) -> None:
     release_group(stack)
-    sid, _ = stack.start(script([("release", {"version": "1.4"})]))
+    sid, _ = stack.start(script([("group_release", {"version": "1.4"})]))
     [request] = stack.pending(sid)
 
     refused = answer_as(stack, "mallory", request["requestId"], "approve")

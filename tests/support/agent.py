@@ -258,9 +258,9 @@ def wire_transfer(ctx: ToolContext, amount: float) -> dict[str, Any]:
 
 
 @tool(approval=ApprovalPolicy(request=always(), response=approvers("group:release", quorum=2)))
-def release(ctx: ToolContext, version: str) -> dict[str, Any]:
+def group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
     """A release two people of the `release` group approve (a person's principals count once)."""
-    record("release", ctx, version=version)
+    record("group_release", ctx, version=version)
     return {"released": version}
 
 
@@ -400,7 +400,7 @@ agent = Agent(
     model=ScriptedModel(play),
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
-           escalated_refund, lenient_refund, nudged_survey, release, slack_release, unknown_group_release,
+           escalated_refund, lenient_refund, nudged_survey, group_release, slack_release, unknown_group_release,
            crowd_release, github_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
