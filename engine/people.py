@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from engine.errors import Conflict, InvalidInput, NotFound
+from engine.protocol import Principal
 from engine.store.tables import Group, GroupMember, PersonPrincipal
 from engine.store.tables import Person as PersonRow
 
@@ -97,6 +98,26 @@ def person_key(db: DbSession, principal_id: str) -> str:
 def same_person(db: DbSession, one: str, other: str) -> bool:
     """Whether two principal ids are the same principal or two principals of one person."""
     return one == other or person_key(db, one) == person_key(db, other)
+
+
+def one_person(db: DbSession, principal: Principal | None, other: Principal | None) -> bool:
+    """Whether two principals are one: the same principal, or two principals linked to one person."""
+    if principal is None or other is None:
+        return False
+    if principal.same_as(other):
+        return True
+    key = person_key(db, principal.principal_id)
+    return key.startswith(PERSON) and key == person_key(db, other.principal_id)
+
+
+def with_person(db: DbSession, principal: Principal) -> Principal:
+    """`principal` with the person it is linked to in its attributes (`person`, `personName`), so whatever records
+    it (a candidate, a settled request, their events) names the person: "Alice Ng via SMS". Unlinked: as it is."""
+    linked = person_of(db, principal.principal_id)
+    if linked is None:
+        return principal
+    attributes = {**principal.attributes, "person": linked.name, "personName": linked.display_name}
+    return principal.model_copy(update={"attributes": attributes})
 
 
 def person_principals(db: DbSession, name: str) -> list[str]:

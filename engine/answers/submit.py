@@ -32,6 +32,7 @@ from engine.answers.settlement import close_request
 from engine.answers.timers import escalated_approvers
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
+from engine.people import person_of, with_person
 from engine.policies import (
     ResponseContext,
     ResponseInfo,
@@ -115,6 +116,7 @@ def submit_responses(
     finds their requests closed). An agent may answer none (NotPermitted)."""
     check_answers_requests(principal)
     with rt.transaction() as db:
+        principal = with_person(db, principal)  # what records it names the person (engine/people.py)
         checked = [check(rt, db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
@@ -389,8 +391,11 @@ def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: Resp
         return [candidate_info(c) for c in rows]
 
     session = db.get_one(Session, request.session_id)
-    context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
-                              earlier=earlier, directory=PeopleDirectory(rt, db if judged_here else None))
+    out = request_out(request)
+    context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
+                              responder_person=person_of(db, info.responder.principal_id),
+                              requester_person=person_of(db, out.requested_by.principal_id) if out.requested_by
+                              else None, directory=PeopleDirectory(rt, db if judged_here else None))
     if not judged_here:
         _ = context.candidates  # read now: the policy runs after the commit
     return context
