@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.people import save_group, save_person
 from tests.conftest import Stack
 from tests.gateway.test_api import expect_error
 from tests.gateway.test_api_requests import APPROVAL, QUESTION, api_stack, nothing_stored
@@ -89,3 +90,20 @@ def test_a_quorum_over_a_group_may_exceed_the_items_named(api: Stack) -> None:
 
     assert response.status_code == 201, response.get_data(as_text=True)
     assert response.get_json()["approvers"] == ["group:release"]
+
+
+def test_the_members_of_a_group_named_see_and_answer_it_and_nobody_else_does(api: Stack) -> None:
+    with api.rt.transaction() as db:
+        save_person(db, "alice", "Alice Ng", ["slack:T1:UALICE", "alice"])
+        save_group(db, "release", ["person:alice", "bob"])
+    request = api.client("bot:agent").post("/api/requests", json={**APPROVAL, "approvers": ["group:release"],
+                                                                    "quorum": 2}).get_json()
+    url = f"/api/requests/{request['requestId']}"
+
+    assert api.client("carol").get(url).status_code == 404
+    assert [r["requestId"] for r in api.client("bob").get("/api/requests").get_json()["requests"]] == \
+        [request["requestId"]]
+    first = api.client("alice").patch(url, json={"optionId": "approve"})
+    assert (first.status_code, first.get_json()["approvals"]["by"][0]["name"]) == (202, "Alice Ng")
+
+    assert api.client("bob").patch(url, json={"optionId": "approve"}).status_code == 200
