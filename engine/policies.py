@@ -14,7 +14,8 @@ from typing import Any, Literal, Protocol
 
 from engine.answers.edits import input_grant
 from engine.answers.schedules import Schedule, Seconds, schedule
-from engine.channels.groups import GroupLookupFailed, platform_kind
+from engine.channels.groups import platform_kind
+from engine.errors import GroupLookupFailed
 from engine.llm import ChatModel
 from engine.people import Person
 from engine.protocol import InputRequestOut, Principal

@@ -18,10 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.answers.edits import Problem
-from engine.answers.forms import edited, form_fields
-from engine.answers.input_requests import option_named
-from engine.answers.options import match_reply
+from engine.answers.forms import Problem, edited, form_fields
+from engine.answers.options import match_reply, option_named
 from engine.protocol import InputRequestOut, InputResponse, Principal
 
 from .errors import GithubParseError

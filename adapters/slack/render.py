@@ -12,8 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from engine.answers.edits import Problem
-from engine.answers.forms import FormField, form_fields
+from engine.answers.forms import FormField, Problem, form_fields
 from engine.channels.contract import Reminder
 from engine.protocol import InputRequestOut, Option, Principal, app_reason
 

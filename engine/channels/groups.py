@@ -1,7 +1,8 @@
 """Platform groups: who belongs to a Slack user group or a GitHub team, asked of the channel that knows.
 
 An `approvers(...)` item `slack-usergroup:<id>` or `github-team:<org>/<slug>` names a group kept on a platform.
-The engine never imports adapters: a channel adapter that can list a kind of group implements `GroupListing`,
+The engine never imports adapters: a channel adapter that can list a kind of group implements `GroupListing` (and
+raises engine.errors.GroupLookupFailed),
 and `PlatformGroups` (one per Runtime, so per process) finds it among the runtime's channels, asks it, and keeps
 the answer at most GROUP_MEMBERS_TTL_SECONDS. A lookup that fails (the channel is not configured, the platform
 refused, it is down) raises GroupLookupFailed with a reason a person can read: an approvers policy then refuses
@@ -16,13 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from engine import defaults
+from engine.errors import GroupLookupFailed
 
 PLATFORM_KINDS = {"slack-usergroup": "slack", "github-team": "github"}
 """Each platform group kind and the channel that lists its members."""
-
-
-class GroupLookupFailed(Exception):  # noqa: N818 - a normal outcome: the policy refuses with its reason
-    """The members of a platform group could not be had; the message says why."""
 
 
 @runtime_checkable
