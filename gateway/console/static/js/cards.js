@@ -108,6 +108,12 @@ function controlsFor(card) {
 
 let instances = 0;
 
+// How far an approval that takes several people got: "1 of 2 approvals: Alice Ng".
+function approvalsLine(approvals) {
+  const names = approvals.by.map((approver) => approver.name).join(", ");
+  return `${approvals.have} of ${approvals.need} approvals` + (names ? `: ${names}` : "");
+}
+
 export class RequestCard {
   constructor(request, { sessionLink = false } = {}) {
     this.request = { ...request };
@@ -153,6 +159,7 @@ export class RequestCard {
     this.followUp.replaceChildren(...[
       r.reminded ? `reminded ${r.reminded}×` : null,
       r.escalatedAt ? ["escalated ", when(r.escalatedAt)] : null,
+      r.approvals && this.open ? approvalsLine(r.approvals) : null,
     ].filter(Boolean).flatMap((part, i) => (i ? [" · ", part] : [part])).flat());
     this.followUp.hidden = !this.followUp.hasChildNodes();
     this.el.classList.toggle("settled", !this.open);
@@ -190,6 +197,7 @@ export class RequestCard {
     this.say("Sending…");
     try {
       const { status, data } = await api("PATCH", `/api/requests/${encodeURIComponent(this.request.requestId)}`, body);
+      if (status === 202 && data.approvals) this.update({ approvals: data.approvals });
       if (status === 202) this.say("Recorded; the response policy waits for more answers.");
       else this.update(data);
     } catch (error) {
