@@ -264,6 +264,13 @@ def group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
     return {"released": version}
 
 
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("alice", "bob", "carol", quorum=2)))
+def pair_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two of alice, bob and carol approve."""
+    record("pair_release", ctx, version=version)
+    return {"released": version}
+
+
 @tool(approval=ApprovalPolicy(request=always(), response=approvers("slack-usergroup:S0RELEASE", quorum=2)))
 def slack_release(ctx: ToolContext, version: str) -> dict[str, Any]:
     """A release two people of a Slack user group approve."""
@@ -401,7 +408,7 @@ agent = Agent(
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
            escalated_refund, lenient_refund, nudged_survey, group_release, slack_release, unknown_group_release,
-           crowd_release, github_release,
+           crowd_release, github_release, pair_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

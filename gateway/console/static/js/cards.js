@@ -22,7 +22,9 @@ export function outcomeText(request) {
   const by = request.responder ? ` by ${principalName(request.responder)}` : "";
   const note = request.response && request.response.text ? `: ${request.response.text}` : "";
   const changes = request.response && request.response.changes ? ` with changes: ${request.response.changes}` : "";
-  if (request.outcome === "approved") return appReason(request.responder) || `approved${by}${changes}`;
+  const counted = request.response && request.response.approvals;  // a quorum: every person counted
+  const approvers = counted ? ` by ${counted.by.map((approver) => approver.name).join(", ")}` : by;
+  if (request.outcome === "approved") return appReason(request.responder) || `approved${approvers}${changes}`;
   if (request.outcome === "denied") return `denied${by}${note}`;
   if (request.outcome === "answered") return `answered${by}: ${answerText(request)}`;
   return `${request.outcome || "closed"}${by}${note}`;
