@@ -148,10 +148,12 @@ class HitlClient:
     def request_approval(self, tool: str, input: dict[str, Any], to: dict[str, Any] | None = None,
                          approvers: list[str] | None = None, expires_in: int | None = None,
                          idempotency_key: str | None = None, callback_url: str | None = None,
-                         metadata: dict[str, Any] | None = None, prompt: str | None = None) -> dict[str, Any]:
-        """Ask people to approve a tool call (POST /api/requests); returns the request, pending (or, for an
-        idempotency key used before, as it is now). It does not wait: `wait(req["requestId"])` does."""
-        body = {"kind": "tool-approval", "prompt": prompt,
+                         metadata: dict[str, Any] | None = None, prompt: str | None = None,
+                         quorum: int | None = None) -> dict[str, Any]:
+        """Ask people to approve a tool call (POST /api/requests; `quorum`: how many distinct approvers must
+        approve); returns the request, pending (or, for an idempotency key used before, as it is now). It does not
+        wait: `wait(req["requestId"])` does."""
+        body = {"kind": "tool-approval", "prompt": prompt, "quorum": quorum,
                 "action": {"kind": "tool-call", "toolName": tool, "input": json_safe(input)}}
         return self.open(body, to, approvers, expires_in, idempotency_key, callback_url, metadata)
 
