@@ -145,8 +145,12 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
-                   call, external_policy(db, request), escalated_approvers(db, request))
+    checked = Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
+                      call, external_policy(db, request), escalated_approvers(db, request))
+    if checked.input is not None and (need := need_of(response_policy_for(rt, checked))) > 1:
+        raise InvalidInput(f"request {request.request_id} takes {need} people's approvals: approve it as proposed "
+                           "(an edited input would run on one person's word)", {"requestId": request.request_id})
+    return checked
 
 
 def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,

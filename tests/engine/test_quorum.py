@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.answers.submit import ResponseResult, submit_responses
-from engine.errors import RequestClosed
+from engine.errors import InvalidInput, RequestClosed
 from engine.people import save_group, save_person
 from engine.policies import approvers
 from engine.protocol import InputResponse, api_key_principal
@@ -89,6 +89,19 @@ def test_someone_outside_the_group_is_refused_and_counts_for_nothing(stack: Stac
     assert stack.answer(request["requestId"], "approve", who="bob").status == "pending"
 
     assert get_request(stack.rt, request["requestId"])["approvals"]["have"] == 1
+
+
+def test_an_edited_approve_of_a_quorum_is_refused_and_changes_nothing(stack: Stack) -> None:
+    release_group(stack)
+    sid, _ = stack.start(script([("group_release", {"version": "1.4"})]))
+    [request] = stack.pending(sid)
+    events = len(stack.events(sid))
+
+    with pytest.raises(InvalidInput, match="takes 2 people's approvals: approve it as proposed"):
+        stack.answer(request["requestId"], "approve", who="bob", edited={"version": "1.5"})
+
+    assert len(stack.events(sid)) == events
+    assert get_request(stack.rt, request["requestId"])["approvals"]["have"] == 0
 
 
 def test_a_quorum_is_a_whole_number_of_people() -> None:

@@ -257,9 +257,10 @@ def wire_transfer(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"sent": amount}
 
 
-@tool(approval=ApprovalPolicy(request=always(), response=approvers("group:release", quorum=2)))
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("group:release", quorum=2), editable=True))
 def group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
-    """A release two people of the `release` group approve (a person's principals count once)."""
+    """A release two people of the `release` group approve (a person's principals count once); editable, which a
+    quorum does not allow."""
     record("group_release", ctx, version=version)
     return {"released": version}
 
