@@ -120,6 +120,13 @@ def with_person(db: DbSession, principal: Principal) -> Principal:
     return principal.model_copy(update={"attributes": attributes})
 
 
+def linked_person(db: DbSession, principal: Principal) -> Person | None:
+    """The person a principal `with_person` gave was linked to then (read again: as they are now); None, with no
+    read, for one that was nobody's."""
+    name = principal.attributes.get("person")
+    return person(db, str(name)) if name else None
+
+
 def person_principals(db: DbSession, name: str) -> list[str]:
     """The principal ids of the person `name` in the order given (the first is their first linked channel);
     empty for an unknown person."""

@@ -211,10 +211,15 @@ class ResponseContext:
     """Reads `candidates`, only for a policy that looks at them."""
     responder_person: Person | None = None
     """The person the responder's principal is linked to (engine/people.py), None when it is nobody's."""
-    requester_person: Person | None = None
-    """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
+    requester_person_of: Callable[[], Person | None] = field(default=lambda: None, repr=False, compare=False)
+    """Reads `requester_person`, only for a policy that looks at it."""
     directory: Directory | None = field(default=None, repr=False, compare=False)
     """Who is who (people, groups, platform groups); None: principal ids stand only for themselves."""
+
+    @cached_property
+    def requester_person(self) -> Person | None:
+        """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
+        return self.requester_person_of()
 
     def is_one_of(self, who: Iterable[str]) -> bool:
         """Whether the responder is one of the people `who` names (any principal of their person counts);
@@ -233,7 +238,7 @@ class ResponseContext:
 ResponsePolicy = Callable[[ResponseContext], Any]
 
 
-def same_person(ctx: ResponseContext) -> bool:
+def answered_by_requesters_person(ctx: ResponseContext) -> bool:
     """Whether the responder is the person who asked: two principals of one person count as that person."""
     return ctx.responder_person is not None and ctx.responder_person == ctx.requester_person
 
@@ -245,7 +250,7 @@ def requester_only(ctx: ResponseContext) -> dict[str, str]:
     requester = ctx.request.requested_by
     if responder.authenticator == "operator":
         return {"status": "allowed"}
-    if requester is None or requester.same_as(responder) or same_person(ctx):
+    if requester is None or requester.same_as(responder) or answered_by_requesters_person(ctx):
         return {"status": "allowed"}
     return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
 

@@ -32,7 +32,7 @@ from engine.answers.settlement import close_request
 from engine.answers.timers import escalated_approvers
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
-from engine.people import person_of, with_person
+from engine.people import Person, linked_person, person_of, with_person
 from engine.policies import (
     ResponseContext,
     ResponseInfo,
@@ -384,9 +384,10 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
 
 def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
                    judged_here: bool) -> ResponseContext:
-    """The policy's view. The earlier candidates are read when the policy asks for them if it runs in this
-    transaction (the default policy never does), else now; people and groups are read in this transaction, or
-    in reads of their own when the policy runs after it (engine/answers/directory.py)."""
+    """The policy's view. The earlier candidates and the requester's person are read when the policy asks for
+    them if it runs in this transaction (the default policy reads the requester's person only for a responder
+    who is someone's), else now; people and groups are read in this transaction, or in reads of their own when
+    the policy runs after it (engine/answers/directory.py)."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
@@ -394,14 +395,16 @@ def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: Resp
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
 
+    def requester_person() -> Person | None:
+        return person_of(db, out.requested_by.principal_id) if out.requested_by else None
+
     session = db.get_one(Session, request.session_id)
     out = request_out(request)
     context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
-                              responder_person=person_of(db, info.responder.principal_id),
-                              requester_person=person_of(db, out.requested_by.principal_id) if out.requested_by
-                              else None, directory=PeopleDirectory(rt, db if judged_here else None))
+                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person,
+                              directory=PeopleDirectory(rt, db if judged_here else None))
     if not judged_here:
-        _ = context.candidates  # read now: the policy runs after the commit
+        _ = context.candidates, context.requester_person  # read now: the policy runs after the commit
     return context
 
 

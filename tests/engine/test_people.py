@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import Conflict, InvalidInput, NotFound
+from engine.answers.conversation import cancel_turn
+from engine.answers.submit import submit_responses
+from engine.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from engine.people import (
+    Person,
     delete_group,
     delete_person,
     display_name,
@@ -25,10 +28,20 @@ from engine.people import (
     save_group,
     save_person,
 )
+from engine.policies import ResponseContext, ResponseInfo, SessionInfo, escalated, requester_only
+from engine.protocol import InputRequestOut, InputResponse, Principal, api_key_principal
 from engine.store.db import Database
-from tests.conftest import truncate_all
+from tests.conftest import Stack, sqlite_settings, truncate_all
+from tests.support.agent import read_ledger, script
 
 ALICE = ["slack:T1:U1", "twilio:+15551230001", "github:1001", "alice"]
+
+
+@pytest.fixture
+def sqlite_stack(tmp_path: Path) -> Iterator[Stack]:
+    built = Stack("sqlite", sqlite_settings(tmp_path))
+    yield built
+    built.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -160,3 +173,79 @@ def test_deleting_a_person_takes_them_out_of_their_groups(database: Database) ->
         delete_person(db, "alice")
     with pytest.raises(NotFound), database.write() as db:
         delete_group(db, "ops")
+
+
+SMS = Principal(authenticator="twilio", issuer="twilio:AC1", principal_type="user", principal_id="twilio:+15551230001",
+                attributes={"userName": "+15551230001"})
+
+
+def answered(stack: Stack, request_id: str, who: Principal) -> str:
+    [result] = submit_responses(stack.rt, who, [InputResponse(request_id=request_id, option_id="approve")])
+    stack.settle()
+    return result.status
+
+
+def test_the_requester_approves_from_any_principal_of_theirs(stack: Stack) -> None:
+    """alice asks with her key; her phone's answer is refused until it is linked to her, then it approves, and
+    everything that records the answer names her."""
+    sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 5})]))
+    [request] = stack.pending(sid)
+    assert answered(stack, request["requestId"], SMS) == "refused"
+    with stack.rt.db.write() as db:
+        save_person(db, "alice", "Alice Ng", ["alice", "twilio:+15551230001"])
+        save_person(db, "carol", None, ["carol"])
+    assert answered(stack, request["requestId"], api_key_principal("carol")) == "refused"  # another person
+    assert answered(stack, request["requestId"], SMS) == "settled"
+
+    [ran] = [e for e in read_ledger() if e["tool"] == "refund"]
+    assert (ran["requester"], ran["responder"]) == ("alice", "twilio:+15551230001")
+    settled = stack.history(sid)["turns"][0]["requests"][0]
+    assert Principal.model_validate(settled["responder"]).display_name == "Alice Ng via SMS"
+
+
+def test_a_custom_policy_sees_both_people(sqlite_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    def managers_only(ctx: ResponseContext) -> dict[str, str]:
+        seen.append((ctx.responder_person and ctx.responder_person.name,
+                     ctx.requester_person and ctx.requester_person.name))
+        return {"status": "allowed" if ctx.responder_person and ctx.responder_person.name == "bob" else "rejected"}
+
+    monkeypatch.setattr(sqlite_stack.rt.agent, "response_policy", managers_only)
+    with sqlite_stack.rt.db.write() as db:
+        save_person(db, "alice", "Alice Ng", ["alice"])
+        save_person(db, "bob", "Bob Li", ["twilio:+15551230002"])
+    sid, _ = sqlite_stack.start(script([("lookup", {"order_id": "o-1"}), ("refund", {"charge_id": "c", "amount": 1})]))
+    [request] = sqlite_stack.pending(sid)
+    assert answered(sqlite_stack, request["requestId"], api_key_principal("carol")) == "refused"
+    bob = SMS.model_copy(update={"principal_id": "twilio:+15551230002"})
+    assert answered(sqlite_stack, request["requestId"], bob) == "settled"
+    assert seen == [(None, "alice"), ("bob", "alice")]
+
+
+def test_an_escalation_approver_answers_from_another_principal_of_theirs() -> None:
+    bob = Person(name="bob", display_name="Bob Li", principals=("slack:T1:U2", "twilio:+15551230002"))
+    policy = escalated(requester_only, frozenset({"slack:T1:U2"}))
+    request = InputRequestOut.model_validate({
+        "requestId": "req_1", "sessionId": "ses_1", "turnId": "turn_1", "kind": "tool-approval", "prompt": "Refund?",
+        "action": None, "options": [], "allowFreeform": False, "display": "confirmation",
+        "requestedBy": api_key_principal("alice").wire(), "createdAt": "2026-01-01T00:00:00Z", "expiresAt": None,
+        "status": "pending", "outcome": None})
+    session = SessionInfo(id="ses_1", agent="a", channel="api", address="", initiator=None)
+    by_phone = SMS.model_copy(update={"principal_id": "twilio:+15551230002"})
+    context = ResponseContext(request=request, response=ResponseInfo(by_phone, "approve", None), session=session,
+                              responder_person=bob)
+    assert policy(context) == {"status": "allowed"}
+    stranger = ResponseContext(request=request, response=ResponseInfo(by_phone, "approve", None), session=session)
+    assert policy(stranger)["status"] == "rejected"
+
+
+def test_a_turns_own_person_cancels_it_from_another_principal_of_theirs(sqlite_stack: Stack) -> None:
+    sid, turn_id = sqlite_stack.start(script([("refund", {"charge_id": "ch_1", "amount": 5})]))
+    with pytest.raises(NotPermitted, match="only alice or an operator may cancel"):
+        cancel_turn(sqlite_stack.rt, sid, SMS)
+    with sqlite_stack.rt.db.write() as db:
+        save_person(db, "alice", "Alice Ng", ["alice", "twilio:+15551230001"])
+    assert cancel_turn(sqlite_stack.rt, sid, SMS) == turn_id
+    sqlite_stack.settle()
+    assert sqlite_stack.turn(sid)["status"] == "cancelled"
