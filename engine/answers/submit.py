@@ -5,8 +5,9 @@ Each response is first stored as a pending ResponseCandidate, then judged by the
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
-first verdict applied stands. An approve that an `approvers(..., quorum=N)` policy allows is counted under the
-request's lock (engine/answers/quorum.py): it settles the request only as the Nth distinct person's.
+first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule. An
+approve that an `approvers(..., quorum=N)` policy allows is counted under the request's lock
+(engine/answers/quorum.py): it settles the request only as the Nth distinct person's.
 """
 
 from __future__ import annotations
@@ -17,19 +18,29 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
 from engine.answers.directory import PeopleDirectory
-from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
-from engine.answers.external import external_policy
+from engine.answers.edits import (
+    Checker,
+    Problem,
+    changes,
+    checked_edit,
+    model_problems,
+    read_stored,
+    schema_problems,
+    stored_text,
+)
+from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable, option_named, request_out
 from engine.answers.quorum import need_of, tally
-from engine.answers.settlement import close_request
-from engine.answers.timers import escalated_approvers
+from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
+from engine.answers.timers import escalated_approvers, places_on
+from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.people import Person, linked_person, person_of, with_person
@@ -47,23 +58,15 @@ from engine.store.access import check_answers_requests
 from engine.store.events import emit
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall, Turn
+from engine.store.tx import Tx
 from engine.turns.call_policies import session_info
 from engine.turns.transitions import lock_for, schedule_resume
 
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
-UNJUDGED = "hitl_unjudged_candidates"
-"""`db.info` key: the rows of the candidates this transaction judges before it inserts them, by id."""
-_CANDIDATES = cast(Table, ResponseCandidate.__table__)
-_INSERT_CANDIDATE = insert(_CANDIDATES)
-_JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
-"""Built once (see turns.py); their parameters are named after their columns."""
-_JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
-    .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
 _STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
 """What a stored verdict answered (any other outcome refused)."""
-ALREADY_SETTLED = "the request was already settled"
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
@@ -184,11 +187,13 @@ def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Pr
 
 def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
     """What an edited input of this request must fit, or None when it takes none: an editable approval of an
-    in-process tool checks with the tool's input model."""
-    tool = rt.agent.tools.get(call.tool) if call is not None else None
-    if not editable(request) or tool is None:
+    in-process tool checks with the tool's input model, an external one with its `action.inputSchema`."""
+    if not editable(request):
         return None
-    return model_problems(tool.input_model)
+    if request.turn_id is None:
+        return schema_problems((request.action or {}).get("inputSchema") or ANY_OBJECT)
+    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    return model_problems(tool.input_model) if tool is not None else None
 
 
 def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
@@ -239,9 +244,10 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     request_id = checked.response.request_id
     request = db.get_one(InputRequest, request_id)
     turn = lock_for(db, request)
-    earlier = judged_before(db, request, candidate_id)
-    if earlier is not None:
-        return earlier
+    earlier = judged_before(db, candidate_id)
+    if earlier is not None:  # the first verdict stands
+        outcome, stored_reason = earlier
+        return ResponseResult(request_id, _STATUS_OF.get(outcome, "refused"), request_out(request), stored_reason)
     if verdict == "pending":
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
@@ -319,36 +325,12 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_for(db, request)
-        if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
+        if judged_before(db, candidate_id) is not None:
             return 0  # by a sweep at the same time
         result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
     log.warning("candidate %s of request %s: judged again after its process died: %s", candidate_id,
                 result.request_id, result.status)
     return 1
-
-
-def judged_before(db: DbSession, request: InputRequest, candidate_id: str) -> ResponseResult | None:
-    """The verdict a stored candidate already has (a sweep judged it while a slow policy still ran: the first
-    verdict stands), read under the turn's lock; None if it has none. A candidate judged where it is stored
-    has none yet."""
-    if candidate_id in db.info.get(UNJUDGED, {}):
-        return None
-    done = db.execute(_JUDGED, {"candidate": candidate_id}).one()
-    if done.judged_at is None:
-        return None
-    return ResponseResult(request.request_id, _STATUS_OF.get(done.outcome, "refused"), request_out(request),
-                          done.reason)
-
-
-def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
-                    reason: str | None = None) -> None:
-    """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
-    verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
-    row = db.info.get(UNJUDGED, {}).pop(candidate_id, None)
-    if row is not None:
-        db.connection().execute(_INSERT_CANDIDATE, {**row, **verdict})
-    else:
-        db.connection().execute(_JUDGE_CANDIDATE, {"candidate": candidate_id, **verdict})
 
 
 def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
@@ -361,9 +343,9 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
            "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
-        db.info.setdefault(UNJUDGED, {})[candidate_id] = row
+        Tx.of(db).unjudged[candidate_id] = row
     else:
-        db.connection().execute(_INSERT_CANDIDATE, row)
+        insert_candidate(db, row)
     request = checked.request
     judged(rt, db, request, candidate_id, "pending", None, info.responder)
     context = policy_context(rt, db, request, info, candidate_id, judged_here)
@@ -380,6 +362,10 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if approvals is not None:
         data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
+    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
+        # channel (its adapter tells only its own people)
+        for place in places_on(db, request, responder.authenticator):
+            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
 def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
