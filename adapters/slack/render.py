@@ -176,13 +176,15 @@ def menu(request: InputRequestOut) -> dict[str, Any]:
 
 
 def notes(request: InputRequestOut) -> list[str]:
-    """Who asked, until when, and how to reach options the menu could not hold."""
+    """Who asked, until when, how many approved (of a quorum), and how to reach options the menu could not hold."""
     lines = [f"Asked by {person(request.requested_by)}"]
     if request.expires_at is not None:
         then = " (then approved automatically)" if request.on_timeout == "approve" else ""
         lines.append(f"Expires {date(request.expires_at)}{then}")
     if request.escalated_at is not None:
         lines.append(f"Escalated {date(request.escalated_at)}")
+    if request.approvals is not None:
+        lines.append(escape(request.approvals.progress))
     hidden = len(request.options) - SELECT_OPTIONS
     if request.kind == "question" and hidden > 0:
         lines.append(f"The menu shows the first {SELECT_OPTIONS} of {len(request.options)} options: "
@@ -203,6 +205,8 @@ def outcome_line(request: InputRequestOut) -> str:
         reason = app_reason(request.responder)
         if reason:
             return reason.capitalize()
+        if request.approvals is not None:
+            who = ", ".join(person(approver.principal) for approver in request.approvals.by)
         changes = response.get("changes")
         return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
     if request.outcome == "denied":

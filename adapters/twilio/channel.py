@@ -35,7 +35,14 @@ from engine.protocol import InputRequestOut, InputResponse, Principal
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
 from .parse import TWILIO_NUMBER, WHATSAPP, Keyword, TwilioInbound, is_whatsapp, parse_twilio_form, twilio_principal
-from .render import render_confirmation, render_message, render_prompt, render_refusal, render_reminder_sms
+from .render import (
+    render_confirmation,
+    render_message,
+    render_progress_sms,
+    render_prompt,
+    render_refusal,
+    render_reminder_sms,
+)
 from .verify import public_url, verify_twilio_signature
 
 log = logging.getLogger(__name__)
@@ -118,6 +125,10 @@ class TwilioChannel:
         """A short text: "Reminder: <prompt> Reply 1 or 2 ..." (the prompt shown is the one on the phone)."""
         _, theirs = split_address(session.address)
         return self.send(session, render_reminder_sms(request, whatsapp=is_whatsapp(theirs)))
+
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None:
+        """Text the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+        return self.send(session, render_progress_sms(request))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Text the refusal to a responder who answered from this number (by SMS, or this WhatsApp); one who

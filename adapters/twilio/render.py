@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.channels.contract import TEXT_LABELS, QueuePosition, render_reminder, render_settled, render_text
+from engine.channels.contract import (
+    TEXT_LABELS,
+    QueuePosition,
+    render_progress,
+    render_reminder,
+    render_settled,
+    render_text,
+)
 from engine.protocol import InputRequestOut
 
 from .parse import KEYWORDS
@@ -116,6 +123,11 @@ def within(text_at: Callable[[int], str], parts: int, whatsapp: bool) -> str:
 def render_confirmation(request: InputRequestOut) -> str:
     """After a request closed: which one, its outcome and who answered ("Approve refund? Approved by alice.")."""
     return cut(f"{cut(request.prompt, 60)} {render_settled(request)}", MAX_BODY)
+
+
+def render_progress_sms(request: InputRequestOut) -> str:
+    """The count of an approval that takes several people, within Twilio's body limit."""
+    return cut(render_progress(request), MAX_BODY)
 
 
 def render_refusal(request: InputRequestOut, reason: str) -> str:

@@ -47,6 +47,7 @@ from engine.turns.transitions import lock_session
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 """The input schema of an editable external request that gave none: any JSON object."""
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
+_QUORUM = select(ExternalRequest.quorum).where(ExternalRequest.request_id == bindparam("request"))
 """Built once (see turns.py)."""
 
 
@@ -74,6 +75,9 @@ class NewRequest:
     allow_freeform: bool = False
     place: Place | None = None
     approvers: list[str] = field(default_factory=list)
+    """Who may settle it (`approvers(*who)` items, engine/policies.py); none: anyone its place admits."""
+    quorum: int = 1
+    """How many distinct people must approve it."""
     expires_in: int | None = None
     idempotency_key: str | None = None
     callback_url: str | None = None
@@ -83,7 +87,8 @@ class NewRequest:
 
     def digest(self) -> str:
         """What makes two requests with one idempotency key the same request: everything but the key."""
-        body = {key: value for key, value in asdict(self).items() if key != "idempotency_key"}
+        body = {key: value for key, value in asdict(self).items()
+                if key != "idempotency_key" and (key, value) != ("quorum", 1)}  # (as before quorums were asked)
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -116,10 +121,12 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
 
 
 def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
-    """An external request's response policy: its approvers, or anyone its place admits; None for an agent's."""
+    """An external request's response policy: its approvers (or anyone its place admits) and its quorum; None for
+    an agent's."""
     if request.turn_id is not None:
         return None
-    return approvers(frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars()))
+    who = sorted(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
+    return approvers(*who, quorum=db.execute(_QUORUM, {"request": request.request_id}).scalar_one() or 1)
 
 
 def check_callback(rt: Runtime, url: str) -> None:
@@ -177,7 +184,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     external = ExternalRequest(
         request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
         body_digest=new.digest(), request_metadata=new.metadata, callback_url=new.callback_url,
-        callback_status="waiting" if new.callback_url else None, callback_attempts=0)
+        callback_status="waiting" if new.callback_url else None, callback_attempts=0,
+        quorum=new.quorum if new.quorum > 1 else None)
     db.add(external)
     db.add_all(RequestApprover(request_id=request.request_id, principal_id=principal_id)
                for principal_id in dict.fromkeys(new.approvers))

@@ -146,13 +146,14 @@ def request_wire(request: InputRequest) -> dict[str, Any]:
 
 def external_fields(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
                     callback: bool = True) -> dict[str, Any]:
-    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits), the
-    agent's idempotency key and metadata, and (with `callback`) its callback's delivery (null without a URL)."""
+    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits) and
+    how many of them must approve (`quorum`), the agent's idempotency key and metadata, and (with `callback`) its
+    callback's delivery (null without a URL)."""
     external = external or db.get_one(ExternalRequest, request.request_id)
     approvers = db.execute(select(RequestApprover.principal_id).where(
         RequestApprover.request_id == request.request_id).order_by(RequestApprover.principal_id)).scalars()
-    fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
-              "metadata": external.request_metadata}
+    fields = {"approvers": list(approvers), "quorum": external.quorum or 1,
+              "idempotencyKey": external.idempotency_key, "metadata": external.request_metadata}
     return fields | {"callback": callback_state(external)} if callback else fields
 
 
@@ -198,6 +199,7 @@ def request_out(request: InputRequest) -> InputRequestOut:
         expires_at=request.expires_at, on_timeout=on_timeout(request), status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
         resolved_at=request.resolved_at, reminded=request.reminded or 0, escalated_at=request.escalated_at,
+        approvals=(request.response or {}).get("approvals"),
     )
 
 

@@ -5,7 +5,9 @@ Each response is first stored as a pending ResponseCandidate, then judged by the
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
-first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule.
+first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule. An
+approve that an `approvers(..., quorum=N)` policy allows is counted under the request's lock
+(engine/answers/quorum.py): it settles the request only as the Nth distinct person's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
+from engine.answers.directory import PeopleDirectory
 from engine.answers.edits import (
     Checker,
     Problem,
@@ -34,6 +37,7 @@ from engine.answers.edits import (
 )
 from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable, option_named, request_out
+from engine.answers.quorum import need_of, tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
 from engine.answers.timers import escalated_approvers, places_on
 from engine.channels.delivery import NOT_TAKEN
@@ -49,11 +53,11 @@ from engine.policies import (
     judged_at_once,
     requester_only,
 )
-from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
 from engine.store.events import emit
 from engine.store.storage import new_id
-from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
+from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall, Turn
 from engine.store.tx import Tx
 from engine.turns.call_policies import session_info
 from engine.turns.transitions import lock_for, schedule_resume
@@ -144,8 +148,12 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
             {"requestId": request.request_id, "outcome": request.outcome},
         )
     option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
-                   call, external_policy(db, request), escalated_approvers(db, request))
+    checked = Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
+                      call, external_policy(db, request), escalated_approvers(db, request))
+    if checked.input is not None and (need := need_of(response_policy_for(rt, checked))) > 1:
+        raise InvalidInput(f"request {request.request_id} takes {need} people's approvals: approve it as proposed "
+                           "(an edited input would run on one person's word)", {"requestId": request.request_id})
+    return checked
 
 
 def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
@@ -246,13 +254,20 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if verdict != "allowed":
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
-            # says so when it parks)
-            emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
+        still_waiting(rt, db, request, turn)
         return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
     response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
     if checked.input is not None:
         response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
+    if outcome_of(request.kind, checked.option_id) == "approved" and (approvals := tally(
+            db, request_id, need_of(response_policy_for(rt, checked)), principal)) is not None:
+        if approvals.have < approvals.need:  # counted: the request waits for more people (engine/answers/quorum.py)
+            judge_candidate(rt, db, candidate_id, "pending", approvals.progress)
+            judged(rt, db, request, candidate_id, "pending", approvals.progress, principal, approvals)
+            still_waiting(rt, db, request, turn)
+            return ResponseResult(request_id, "pending", request_out(request).model_copy(
+                update={"approvals": approvals}), approvals.progress)
+        response["approvals"] = approvals.wire()
     settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
                             response=response, responder=principal)
     if settled is None:
@@ -265,6 +280,13 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if turn is not None:
         schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
+
+
+def still_waiting(rt: Runtime, db: DbSession, request: InputRequest, turn: Turn | None) -> None:
+    """A response that did not settle its request: a turn parked on it says it still waits (a running turn says so
+    when it parks)."""
+    if request.status == "pending" and turn is not None and turn.status == "waiting":
+        emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
 
 
 def unjudged_candidates(rt: Runtime) -> list[str]:
@@ -298,7 +320,7 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
         judged_now = request.status == "pending" and not answered_again
-        context = policy_context(db, request, info, candidate_id, False) if judged_now else None
+        context = policy_context(rt, db, request, info, candidate_id, False) if judged_now else None
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
         ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
     with rt.transaction() as db:
@@ -326,15 +348,19 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
         insert_candidate(db, row)
     request = checked.request
     judged(rt, db, request, candidate_id, "pending", None, info.responder)
-    return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
+    context = policy_context(rt, db, request, info, candidate_id, judged_here)
+    return candidate_id, context, response_policy_for(rt, checked)
 
 
 def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
-           responder: Principal) -> None:
-    data = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
-            "responder": responder.wire()}
+           responder: Principal, approvals: Approvals | None = None) -> None:
+    """The candidate's `approval.candidate` event; an approve counted toward a quorum carries the count."""
+    data: dict[str, Any] = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
+                            "responder": responder.wire()}
     if reason:
         data["reason"] = reason
+    if approvals is not None:
+        data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
     if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
         # channel (its adapter tells only its own people)
@@ -342,11 +368,12 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
             emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
-def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
+def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
                    judged_here: bool) -> ResponseContext:
     """The policy's view. The earlier candidates and the requester's person are read when the policy asks for
     them if it runs in this transaction (the default policy reads the requester's person only for a responder
-    who is someone's), else now."""
+    who is someone's), else now; people and groups are read in this transaction, or in reads of their own when
+    the policy runs after it (engine/answers/directory.py)."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
@@ -360,7 +387,8 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
     session = db.get_one(Session, request.session_id)
     out = request_out(request)
     context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
-                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person)
+                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person,
+                              directory=PeopleDirectory(rt, db if judged_here else None))
     if not judged_here:
         _ = context.candidates, context.requester_person  # read now: the policy runs after the commit
     return context

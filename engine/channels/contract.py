@@ -224,6 +224,16 @@ class Refreshing(Protocol):
     def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None: ...
 
 
+@runtime_checkable
+class Counting(Protocol):
+    """Optional for an adapter: show how far an approval that takes several people got (engine/answers/quorum.py)
+    where its prompt is shown (`ref`: what show returned): Slack updates the card, SMS and GitHub reply with the
+    count. `request.approvals` holds it; `approvals.progress` says it (`1 of 2 approvals: Alice Ng`). Returns the
+    platform's reference to a reply, or None (an edit, or nothing posted)."""
+
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None: ...
+
+
 class ChannelUnavailable(Exception):
     """The platform cannot take this now (rate limited, down): the delivery job fails and is retried."""
 
@@ -276,6 +286,16 @@ def render_reminder(request: InputRequestOut, how_to_answer: str, limit: int = 1
     return f"Reminder: {prompt} {how_to_answer}"
 
 
+def render_progress(request: InputRequestOut, limit: int = 60, marker: str = "…") -> str:
+    """How far an approval that takes several people got, one line: `1 of 2 approvals: Alice Ng for "Approve
+    refund?"; 1 more needed.` (the prompt cut to `limit`)."""
+    approvals = request.approvals
+    assert approvals is not None
+    prompt = request.prompt if len(request.prompt) <= limit else request.prompt[: max(limit - len(marker), 0)] + marker
+    more = approvals.need - approvals.have
+    return f"{approvals.progress} for \"{prompt}\"; {more} more needed."
+
+
 def render_settled(request: InputRequestOut) -> str:
     """One line naming the outcome and who answered."""
     who = request.responder.display_name if request.responder else None
@@ -285,6 +305,8 @@ def render_settled(request: InputRequestOut) -> str:
         reason = app_reason(request.responder)
         if reason:
             return f"{reason.capitalize()}."
+        if request.approvals is not None:
+            who = ", ".join(approver.name for approver in request.approvals.by)
         changes = (request.response or {}).get("changes")
         return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
     if request.outcome == "denied":

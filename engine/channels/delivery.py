@@ -19,13 +19,14 @@ from engine.channels.contract import (
     ChannelAdapter,
     ChannelRefused,
     ChannelUnavailable,
+    Counting,
     QueuePosition,
     Refreshing,
     Reminder,
 )
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, Principal
+from engine.protocol import Approvals, InputRequestOut, Principal
 from engine.store.tables import Event, InputRequest, Post, Session
 from engine.turns.call_policies import session_info
 
@@ -177,6 +178,8 @@ class Delivery:
                       lambda: self.adapter.say(self.info, f"That failed: {message}"))
         elif event.type == "approval.candidate" and data.get("outcome") in NOT_TAKEN:
             self.refusal(event.seq, data)
+        elif event.type == "approval.candidate" and data.get("approvals"):
+            self.progress(event.seq, data)
         elif event.type == "input.requested":
             self.show_open(event.seq)
         elif event.type == "input.resolved":
@@ -254,6 +257,18 @@ class Delivery:
         reminder = Reminder(data["count"], data.get("max"), tuple(data.get("approvers", ())))
         self.once(f"event:{seq}", f"reminder {reminder.count} of {request_id}",
                   lambda: self.adapter.remind(self.info, self.pending.requests[request_id], ref, reminder))
+
+    def progress(self, seq: int, data: dict[str, Any]) -> None:
+        """Show how far a quorum got, once, where the request's prompt is shown with its controls (a request that
+        settled meanwhile shows its outcome instead)."""
+        request_id = data["requestId"]
+        ref = self.open_here(request_id)
+        if ref is None or not isinstance(self.adapter, Counting):
+            return
+        adapter, approvals = self.adapter, Approvals.model_validate(data["approvals"])
+        request = self.pending.requests[request_id].model_copy(update={"approvals": approvals})
+        self.once(f"event:{seq}", f"the count of {request_id}'s approvals",
+                  lambda: adapter.progress(self.info, request, ref))
 
     def refresh(self, seq: int, request_id: str) -> None:
         """Show a request's prompt anew where the channel edits its posts (its card says it escalated)."""

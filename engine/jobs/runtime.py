@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.agent import Agent
 from engine.channels.contract import ChannelAdapter
+from engine.channels.groups import PlatformGroups
 from engine.jobs import outbox
 from engine.jobs.outbox import OutboxRow
 from engine.store.db import Database
@@ -57,6 +58,8 @@ class Runtime:
         self.callback_hosts = callback_hosts
         """HITL_CALLBACK_ALLOWED_HOSTS: the only hosts callbacks may go to, when any are named."""
         self.channels = dict(channels or {})
+        self.groups = PlatformGroups(self.channels)
+        """The members of platform groups (Slack user groups, GitHub teams), through the channels, kept a while."""
         self.agent = agent
         self.agent_spec = agent_spec or agent.name
         """What a session opened here records as its agent: where the agent comes from (HITL_AGENT's

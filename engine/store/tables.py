@@ -229,6 +229,8 @@ class ExternalRequest(Base):
     callback_error: Mapped[str | None] = mapped_column(Text)
     callback_due_at: Mapped[datetime | None] = mapped_column()
     """When its next attempt is due (or the attempt under way is presumed lost); None when none is owed."""
+    quorum: Mapped[int | None] = mapped_column(Integer)
+    """How many distinct people must approve it (engine/answers/quorum.py); None: one."""
 
     __table_args__ = (UniqueConstraint("requester_digest", "idempotency_key"),)
 
@@ -240,8 +242,9 @@ Index("ix_external_requests_callback_due_at", ExternalRequest.callback_due_at,
 
 
 class RequestApprover(Base):
-    """One principal id named in an external request's `approvers`: any one of them may settle it. A request
-    without rows here may be answered by anyone its place admits."""
+    """One item of an external request's `approvers` (a principal id, `person:<name>`, `group:<name>`,
+    `slack-usergroup:<id>` or `github-team:<org>/<slug>`): the people it names may settle it. A request without
+    rows here may be answered by anyone its place admits."""
 
     __tablename__ = "request_approvers"
 
