@@ -68,6 +68,7 @@ from engine.channels.inbound import accept, choice_item, ignored_item, message_i
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.store.db import normalize_url
+from engine.store.statuses import RequestStatus
 from engine.store.tables import InputRequest, Session
 
 from .errors import ApiError
@@ -248,7 +249,7 @@ class Listeners:
         elif click.position is None:  # "type an answer" or "edit": a modal shows the request
             shown = find_request(self.rt, click.request_id)
             if shown is not None and click.control == "edit":
-                if shown.editable and shown.status == "pending":
+                if shown.editable and shown.status == RequestStatus.PENDING:
                     open_modal(client, click, edit_modal(shown, click.channel_id))
             elif shown is not None:
                 open_modal(client, click, answer_modal(shown, click.channel_id))

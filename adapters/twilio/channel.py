@@ -26,6 +26,7 @@ from engine.jobs.runtime import Runtime, current
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.store.queries import list_requests
+from engine.store.statuses import RequestStatus
 
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
@@ -192,11 +193,11 @@ class TwilioChannel:
         yet (or cannot be: STOP), a pick of the prompt's options is a late answer to it, never an answer to the
         request the person has not seen."""
         shown = shown_requests(rt, self.name, address, limit=1)
-        if shown and shown[0][1].status != "pending":
+        if shown and shown[0][1].status != RequestStatus.PENDING:
             prompt = shown[0][1]
             pick = match_reply([o.model_dump() for o in prompt.options], False, text,
                                notes=prompt.kind == "tool-approval")
-            if pick is not None and list_requests(rt, status="pending", session_id=prompt.session_id,
+            if pick is not None and list_requests(rt, status=RequestStatus.PENDING, session_id=prompt.session_id,
                                                   limit=1)["requests"]:
                 return responses_item([InputResponse(request_id=prompt.request_id, option_id=pick.option_id,
                                                      text=pick.text)])

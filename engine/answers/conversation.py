@@ -31,8 +31,9 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, Principal
 from engine.store.access import answers_requests
 from engine.store.events import add_message, emit_received
+from engine.store.statuses import CALL_DONE, Outcome, ResultStatus, TurnStatus
 from engine.store.tables import InputRequest, Session, ToolCall, Turn
-from engine.turns.calls import DONE, reject_call
+from engine.turns.calls import reject_call
 from engine.turns.sessions import queue_turn
 from engine.turns.transitions import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
@@ -97,7 +98,7 @@ def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_reque
 def not_started(db: DbSession, turn: Turn) -> bool:
     """A turn queued before its first run: a message waits behind it. A turn queued to resume (an answer
     settled its requests, or its worker died) has started: its person steers it as a running one."""
-    return turn.status == "queued" and latest_run(db, turn.id) is None
+    return turn.status == TurnStatus.QUEUED and latest_run(db, turn.id) is None
 
 
 def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
@@ -143,7 +144,7 @@ def steer(rt: Runtime, db: DbSession, turn: Turn, open_requests: list[InputReque
           text: str) -> None:
     note(rt, db, turn, principal, text)
     for request in open_requests:
-        outcome = "ignored" if request.kind == "tool-approval" else "cancelled"
+        outcome = Outcome.IGNORED if request.kind == "tool-approval" else Outcome.CANCELLED
         close_request(rt, db, request.request_id, outcome=outcome, response=None, responder=principal)
     schedule_resume(rt, db, turn)
 
@@ -161,13 +162,13 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
             raise NotPermitted(f"only {Principal.model_validate(turn.requested_by).display_name} or an operator may "
                                "cancel this turn", {"sessionId": session_id, "turnId": turn.id})
         for request in open_in_order(db, InputRequest.turn_id == turn.id):
-            close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
-        stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))
+            close_request(rt, db, request.request_id, outcome=Outcome.CANCELLED, response=None, responder=principal)
+        stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(CALL_DONE))
                              .order_by(ToolCall.step, ToolCall.position)).scalars()
         for call in stopped:
-            reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status="cancelled")
+            reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status=ResultStatus.CANCELLED)
         run = latest_run(db, turn.id)
-        end_turn(rt, db, turn, run.id if run is not None else None, "cancelled")
+        end_turn(rt, db, turn, run.id if run is not None else None, TurnStatus.CANCELLED)
         return turn.id
 
 

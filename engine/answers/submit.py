@@ -41,6 +41,7 @@ from engine.policies import (
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
 from engine.store.events import emit
+from engine.store.statuses import CandidateOutcome, Outcome, RequestStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
 from engine.turns.call_policies import session_info
@@ -57,7 +58,8 @@ _JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindp
 """Built once (see turns.py); their parameters are named after their columns."""
 _JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
     .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
-_STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
+_STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateOutcome.PENDING: "pending",
+                                  CandidateOutcome.STALE: "stale"}
 """What a stored verdict answered (any other outcome refused)."""
 ALREADY_SETTLED = "the request was already settled"
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
@@ -134,7 +136,7 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
     request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
     if request is None or (session_id is not None and request.session_id != session_id):
         raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
-    if request.status != "pending":
+    if request.status != RequestStatus.PENDING:
         raise RequestClosed(
             f"request {request.request_id} is no longer open (it was {request.outcome})",
             {"requestId": request.request_id, "outcome": request.outcome},
@@ -206,15 +208,15 @@ def normalize(request: InputRequest, response: InputResponse) -> tuple[str | Non
         if option_id is None:
             raise InvalidInput(f"a {request.kind} request needs an optionId",
                                {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and outcome_of(request.kind, option_id) != "denied":
+        if text is not None and outcome_of(request.kind, option_id) != Outcome.DENIED:
             raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
     return option_id, text
 
 
 def outcome_of(kind: str, option_id: str | None) -> str:
     if kind == "tool-approval":
-        return "approved" if option_id == "approve" else "denied"
-    return "answered"
+        return Outcome.APPROVED if option_id == "approve" else Outcome.DENIED
+    return Outcome.ANSWERED
 
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
@@ -233,16 +235,17 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     earlier = judged_before(db, request, candidate_id)
     if earlier is not None:
         return earlier
-    if verdict == "pending":
+    if verdict == CandidateOutcome.PENDING:
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
-    if verdict != "allowed":
+    if verdict != CandidateOutcome.ALLOWED:
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
-            # says so when it parks)
+        if request.status == RequestStatus.PENDING and turn is not None and turn.status == TurnStatus.WAITING:
+            # (a running turn says so when it parks)
             emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
-        return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
+        status: Status = "stale" if verdict == CandidateOutcome.STALE else "refused"
+        return ResponseResult(request_id, status, request_out(request), reason)
     response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
     if checked.input is not None:
         response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
@@ -250,11 +253,11 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
                             response=response, responder=principal)
     if settled is None:
         reason = ALREADY_SETTLED
-        judge_candidate(rt, db, candidate_id, "stale", reason)
-        judged(rt, db, request, candidate_id, "stale", reason, principal)
+        judge_candidate(rt, db, candidate_id, CandidateOutcome.STALE, reason)
+        judged(rt, db, request, candidate_id, CandidateOutcome.STALE, reason, principal)
         db.refresh(request)
         return ResponseResult(request_id, "stale", request_out(request), reason)
-    judge_candidate(rt, db, candidate_id, "allowed")
+    judge_candidate(rt, db, candidate_id, CandidateOutcome.ALLOWED)
     if turn is not None:
         schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
@@ -290,10 +293,11 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
-        judged_now = request.status == "pending" and not answered_again
+        judged_now = request.status == RequestStatus.PENDING and not answered_again
         context = policy_context(db, request, info, candidate_id, False) if judged_now else None
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
-        ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
+        (CandidateOutcome.STALE,
+         SUPERSEDED if answered_again and request.status == RequestStatus.PENDING else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_for(db, request)
         if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
@@ -317,7 +321,7 @@ def judged_before(db: DbSession, request: InputRequest, candidate_id: str) -> Re
                           done.reason)
 
 
-def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = "pending",
+def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = CandidateOutcome.PENDING,
                     reason: str | None = None) -> None:
     """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
     verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
@@ -336,13 +340,13 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
     candidate_id = new_id("cand")
     row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
-           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
+           "outcome": CandidateOutcome.PENDING, "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
         db.info.setdefault(UNJUDGED, {})[candidate_id] = row
     else:
         db.connection().execute(_INSERT_CANDIDATE, row)
     request = checked.request
-    judged(rt, db, request, candidate_id, "pending", None, info.responder)
+    judged(rt, db, request, candidate_id, CandidateOutcome.PENDING, None, info.responder)
     return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
 
 
@@ -361,7 +365,7 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
     transaction (the default policy never does), else now."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
-            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
+            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == CandidateOutcome.PENDING,
             ResponseCandidate.candidate_id != candidate_id,
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
@@ -400,16 +404,16 @@ def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tupl
         if inspect.isawaitable(result):
             result = asyncio.run(_bounded(result, rt.response_policy_timeout))
     except TimeoutError:
-        return "timed-out", "the response policy did not answer in time"
+        return CandidateOutcome.TIMED_OUT, "the response policy did not answer in time"
     except Exception as exc:
         log.exception("response policy failed")
-        return "failed", f"the response policy failed: {type(exc).__name__}"
+        return CandidateOutcome.FAILED, f"the response policy failed: {type(exc).__name__}"
     status = result.get("status") if isinstance(result, dict) else None
-    if status in ("allowed", "pending"):
-        return status, None
-    if status == "rejected":
-        return "rejected", str(result.get("reason") or "refused by the response policy")
-    return "failed", f"the response policy returned {result!r}"
+    if status in (CandidateOutcome.ALLOWED, CandidateOutcome.PENDING):
+        return CandidateOutcome(status), None
+    if status == CandidateOutcome.REJECTED:
+        return CandidateOutcome.REJECTED, str(result.get("reason") or "refused by the response policy")
+    return CandidateOutcome.FAILED, f"the response policy returned {result!r}"
 
 
 async def _bounded(awaitable: Any, timeout: float) -> Any:

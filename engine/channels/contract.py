@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from engine.answers.edits import approved_with_changes
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal, app_reason
+from engine.store.statuses import Outcome
 
 
 @dataclass(frozen=True)
@@ -160,18 +161,18 @@ def render_settled(request: InputRequestOut) -> str:
     who = request.responder.display_name if request.responder else None
     note = (request.response or {}).get("text")
     labels = {o.id: o.label for o in request.options}
-    if request.outcome == "approved":
+    if request.outcome == Outcome.APPROVED:
         reason = app_reason(request.responder)
         if reason:
             return f"{reason.capitalize()}."
         changes = (request.response or {}).get("changes")
         return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
-    if request.outcome == "denied":
+    if request.outcome == Outcome.DENIED:
         return f"Denied by {who}" + (f": {note}" if note else ".")
-    if request.outcome == "answered":
+    if request.outcome == Outcome.ANSWERED:
         option = (request.response or {}).get("optionId")
         answer = labels.get(option, option) if option else note
         return f"Answered: {answer} (by {who})."
-    if request.outcome == "expired":
+    if request.outcome == Outcome.EXPIRED:
         return "Expired: nobody answered in time."
     return "No longer needed."

@@ -26,13 +26,14 @@ from engine.channels.contract import (
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal
+from engine.store.statuses import CandidateOutcome, RequestStatus
 from engine.store.tables import Event, InputRequest, Post, Session
 from engine.turns.call_policies import session_info
 
 log = logging.getLogger(__name__)
 
 LEASE = timedelta(seconds=60)
-NOT_TAKEN = ("rejected", "failed", "timed-out")
+NOT_TAKEN = (CandidateOutcome.REJECTED, CandidateOutcome.FAILED, CandidateOutcome.TIMED_OUT)
 """A response the policy refused, or could not judge: the responder is told why, and the request stays open."""
 
 # a delivery's statements, built once (see turns.py)
@@ -125,11 +126,11 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     showing = any(e.type in ("input.requested", "input.resolved") for e in events)
     where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
     if showing:  # one read for both, in the order a text channel shows the open ones
-        where.append(shown_in(session_id) & (InputRequest.status == "pending"))
+        where.append(shown_in(session_id) & (InputRequest.status == RequestStatus.PENDING))
     read = [request_out(r) for r in db.execute(
         select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()] if where else []
-    opened = [r for r in read if showing and r.status == "pending"]  # (a request of another session that the
-    # events name escalated to this one)
+    # (a request of another session that the events name escalated to this one)
+    opened = [r for r in read if showing and r.status == RequestStatus.PENDING]
     requests = {r.request_id: r for r in read if r.request_id in named}
     keys = [f"event:{e.seq}" for e in events]
     keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
@@ -240,7 +241,7 @@ class Delivery:
         """The platform's reference to the request's prompt here, while that prompt is shown with its controls
         (posted, and not updated as closed); None otherwise."""
         request = self.pending.requests[request_id]
-        if request.status != "pending" or f"settled:{request_id}" in self.pending.posts:
+        if request.status != RequestStatus.PENDING or f"settled:{request_id}" in self.pending.posts:
             return None
         return self.pending.posts.get(f"request:{request_id}")
 
@@ -297,7 +298,7 @@ def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
     forgotten = set()
     for post in unposted:
         request = db.get(InputRequest, post.key.removeprefix("request:"))
-        if request is not None and request.status == "pending":
+        if request is not None and request.status == RequestStatus.PENDING:
             db.delete(post)
             forgotten.add(post.session_id)
     for session_id in forgotten:
