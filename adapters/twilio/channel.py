@@ -17,14 +17,14 @@ from typing import Any
 
 from twilio.twiml.messaging_response import MessagingResponse
 
-from engine.answers.options import match_reply
+from engine.answers.options import typed_response
 from engine.channels.contacts import is_reachable, set_reachable
 from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
 from engine.channels.delivery import shown_requests
 from engine.channels.inbound import accept, message_item, responses_item
 from engine.jobs.runtime import Runtime, current
 from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.protocol import InputRequestOut, Principal
 from engine.store.queries import list_requests
 from engine.store.statuses import RequestStatus
 
@@ -195,12 +195,10 @@ class TwilioChannel:
         shown = shown_requests(rt, self.name, address, limit=1)
         if shown and shown[0][1].status != RequestStatus.PENDING:
             prompt = shown[0][1]
-            pick = match_reply([o.model_dump() for o in prompt.options], False, text,
-                               notes=prompt.kind == "tool-approval")
+            pick = typed_response(prompt, text, allow_freeform=False)
             if pick is not None and list_requests(rt, status=RequestStatus.PENDING, session_id=prompt.session_id,
                                                   limit=1)["requests"]:
-                return responses_item([InputResponse(request_id=prompt.request_id, option_id=pick.option_id,
-                                                     text=pick.text)])
+                return responses_item([pick])
         return message_item(address, text)
 
     def inbound_address(self, message: TwilioInbound) -> str:

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_in_order, open_shown_in
-from engine.answers.options import match_reply
+from engine.answers.options import typed_answer
 from engine.answers.settlement import close_request
 from engine.answers.submit import ResponseResult, submit_responses
 from engine.errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, RequestClosed
@@ -64,7 +64,8 @@ def post_message(
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
         open_requests = open_shown_in(db, session_id)  # an external request's too, and those escalated here
-        answer = typed_answer(open_requests, text, principal) if principal is not None else None
+        answers = principal is not None and answers_requests(principal)  # an agent's message never answers
+        answer = typed_answer(open_requests, text, principal) if answers else None
         turn = active_turn(db, session_id)
         started = turn is not None and not not_started(db, turn)
         turn_id = turn.id if turn is not None and started else None
@@ -99,20 +100,6 @@ def not_started(db: DbSession, turn: Turn) -> bool:
     """A turn queued before its first run: a message waits behind it. A turn queued to resume (an answer
     settled its requests, or its worker died) has started: its person steers it as a running one."""
     return turn.status == TurnStatus.QUEUED and latest_run(db, turn.id) is None
-
-
-def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
-    """A typed reply answers only the first open request; a policy-gated approval never by unverified text,
-    and nothing by an agent's."""
-    if not open_requests or (principal is not None and not answers_requests(principal)):
-        return None
-    first = open_requests[0]
-    if first.kind == "tool-approval" and principal is None:
-        return None
-    reply = match_reply(first.options, first.allow_freeform, text, notes=first.kind == "tool-approval")
-    if reply is None:
-        return None
-    return InputResponse(request_id=first.request_id, option_id=reply.option_id, text=reply.text)
 
 
 def owns(turn: Turn, principal: Principal | None) -> bool:

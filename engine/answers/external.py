@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_request
+from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, Schedule
 from engine.answers.settlement import close_request
 from engine.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
@@ -38,7 +39,7 @@ from engine.protocol import Principal
 from engine.store.events import emit_requested
 from engine.store.queries import get_request
 from engine.store.statuses import CallbackStatus, Outcome
-from engine.store.storage import APPROVE, DENY, new_id, principal_digest
+from engine.store.storage import new_id, principal_digest
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
+from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from engine.policies import expiry
 from engine.protocol import InputRequestOut, principal_or_none
 from engine.store.statuses import CallbackStatus, CallStatus, RequestStatus
-from engine.store.storage import APPROVE, DENY, new_id
+from engine.store.storage import new_id
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
 
 if TYPE_CHECKING:
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
-"""A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
-request opened then, a Slack card posted then, a client written then)."""
 OPENED = "hitl_opened_requests"
 
 
@@ -126,16 +124,6 @@ def open_approval(
         now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
         schedule=tool.schedule, channels=channels,
     )
-
-
-def option_named(ids: Iterable[str], given: str) -> str | None:
-    """The id among `ids` that `given` names: itself (case-insensitive), else its synonym; None when none."""
-    known = list(ids)
-    for wanted in (given.lower(), OPTION_SYNONYMS.get(given.lower())):
-        match = next((i for i in known if i.lower() == wanted), None)
-        if match is not None:
-            return match
-    return None
 
 
 def request_wire(request: InputRequest) -> dict[str, Any]:

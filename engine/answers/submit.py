@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
 from engine.answers.external import external_policy
-from engine.answers.input_requests import editable, option_named, request_out
+from engine.answers.input_requests import editable, request_out
+from engine.answers.options import outcome_of, read_response
 from engine.answers.settlement import close_request
 from engine.answers.timers import escalated_approvers
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
@@ -41,7 +42,7 @@ from engine.policies import (
 from engine.protocol import InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
 from engine.store.events import emit
-from engine.store.statuses import CandidateOutcome, Outcome, RequestStatus, TurnStatus
+from engine.store.statuses import CandidateOutcome, RequestStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
 from engine.turns.call_policies import session_info
@@ -141,7 +142,7 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
             f"request {request.request_id} is no longer open (it was {request.outcome})",
             {"requestId": request.request_id, "outcome": request.outcome},
         )
-    option_id, text = normalize(request, response)
+    option_id, text = read_response(request, response)
     return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
                    call, external_policy(db, request), escalated_approvers(db, request))
 
@@ -182,41 +183,6 @@ def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> C
     if not editable(request) or tool is None:
         return None
     return model_problems(tool.input_model)
-
-
-def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
-    """The option a response names (synonyms resolved, case-insensitive) and its text, or InvalidInput."""
-    text = response.text.replace("\x00", "").strip() if response.text is not None else None
-    text = text or None
-    option_id = None
-    if response.option_id is not None:
-        ids = [o["id"] for o in request.options]
-        match = option_named(ids, response.option_id)
-        if match is None:
-            raise InvalidInput(
-                f"request {request.request_id} has no option {response.option_id!r}",
-                {"requestId": request.request_id, "options": ids},
-            )
-        option_id = match
-    if request.kind == "question":
-        if (option_id is None) == (text is None):
-            raise InvalidInput("answer a question with exactly one of optionId or text",
-                               {"requestId": request.request_id})
-        if text is not None and not request.allow_freeform:
-            raise InvalidInput("this question takes one of its options", {"requestId": request.request_id})
-    else:
-        if option_id is None:
-            raise InvalidInput(f"a {request.kind} request needs an optionId",
-                               {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and outcome_of(request.kind, option_id) != Outcome.DENIED:
-            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
-    return option_id, text
-
-
-def outcome_of(kind: str, option_id: str | None) -> str:
-    if kind == "tool-approval":
-        return Outcome.APPROVED if option_id == "approve" else Outcome.DENIED
-    return Outcome.ANSWERED
 
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,

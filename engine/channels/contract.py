@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from engine.answers.edits import approved_with_changes
+from engine.answers.options import text_label
 from engine.policies import SessionInfo
 from engine.protocol import InputRequestOut, Principal, app_reason
 from engine.store.statuses import Outcome
@@ -120,10 +121,6 @@ class ChannelRefused(Exception):
 
 # -- text rendering, shared by the text-only channels ------------------------------------------------------
 
-TEXT_LABELS = {"stop": "Stop here"}
-"""SMS treats STOP (and CANCEL) as opt-out keywords: text channels never ask anyone to reply `stop`."""
-
-
 def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:
     """`key=value, ...` on one line, cut with a marker when long."""
     text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in data.items())
@@ -133,7 +130,7 @@ def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -
 def option_lines(request: InputRequestOut) -> list[str]:
     lines = []
     for number, option in enumerate(request.options, start=1):
-        label = TEXT_LABELS.get(option.id, option.label)
+        label = text_label(option.id, option.label)
         lines.append(f"{number}. {label}" + (f" - {option.description}" if option.description else ""))
     return lines
 

@@ -16,6 +16,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
+from engine.answers.options import APPROVE
 from engine.answers.settlement import close_request
 from engine.answers.submit import judge_again, unjudged_candidates
 from engine.answers.timers import fire_timers
@@ -25,7 +26,6 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import TIMEOUT_PRINCIPAL
 from engine.store.retention import prune
 from engine.store.statuses import CallStatus, Outcome, RequestStatus, RunStatus, TurnStatus
-from engine.store.storage import APPROVE
 from engine.store.tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
 from engine.turns.transitions import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine.agent import Approval, Park, Tool, ToolContext
 from engine.answers.edits import input_hash
 from engine.answers.input_requests import open_approval, open_request, opened_in
+from engine.answers.options import CONTINUE, STOP
 from engine.jobs.recovery import recover_turn, requeue
 from engine.jobs.runtime import Runtime
 from engine.llm import ModelReply
@@ -28,7 +29,7 @@ from engine.protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_n
 from engine.store.db import lost_connection, write_row
 from engine.store.events import add_message, emit, emit_requested
 from engine.store.statuses import CALL_DONE, CallStatus, RequestStatus, ResultStatus, RunStatus, TurnStatus
-from engine.store.storage import CONTINUE, STOP, new_id
+from engine.store.storage import new_id
 from engine.store.tables import InputRequest, Run, Session, ToolCall, Turn
 from engine.turns.call_policies import decide, record_verdict, recover, review
 from engine.turns.calls import approval_note, finish_call, reject_unusable
