@@ -88,7 +88,7 @@ def split_address(address: str) -> tuple[str, str]:
 
 class TwilioChannel:
     name = "twilio"
-    settle_edits = False
+    update_edits = False
     one_at_a_time = True
 
     def __init__(self, config: TwilioConfig, client: SmsClient | None = None,
@@ -119,7 +119,7 @@ class TwilioChannel:
         _, theirs = split_address(session.address)
         return self.send(session, render_prompt(request, position, whatsapp=is_whatsapp(theirs)))
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         self.send(session, render_confirmation(request))
 
     def say(self, session: SessionInfo, text: str) -> str | None:

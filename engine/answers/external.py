@@ -45,7 +45,7 @@ from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
 
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
-"""Built once (see turns.py)."""
+"""Built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)

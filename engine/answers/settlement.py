@@ -21,7 +21,7 @@ from engine.turns.calls import reject_call
 _CLOSE = update(InputRequest) \
     .where(InputRequest.request_id == bindparam("request"), InputRequest.status == RequestStatus.PENDING) \
     .values({column: bindparam(column) for column in ("status", "outcome", "response", "responder", "resolved_at")})
-"""The compare-and-set that closes a request, built once (see turns.py); its values are named after their
+"""The compare-and-set that closes a request, built once (see turns/transitions.py); its values are named after their
 columns."""
 _INSERT_GRANT = insert(cast(Table, ApprovalGrant.__table__))
 _PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
@@ -63,7 +63,7 @@ def close_request(
     if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
         owe_callback(rt, db, request_id)
     elif request.kind == "tool-approval":
-        settle_call(rt, db, request, responder)
+        authorise_call(rt, db, request, responder)
     elif request.kind == "session-limit" and outcome == Outcome.ANSWERED:
         turn = db.get_one(Turn, request.turn_id)
         if (response or {}).get("optionId") == "continue":
@@ -71,7 +71,7 @@ def close_request(
     return request
 
 
-def settle_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
+def authorise_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:
     """The call behind a settled approval: approved (and a once() grant, unless the app approved it on timeout:
     a grant takes a person's explicit approve), or rejected with an attributed note. An approve with an edited
     input gives the call that input (and its hash: rule 10), and grants that input only."""

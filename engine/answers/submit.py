@@ -56,7 +56,7 @@ UNJUDGED = "hitl_unjudged_candidates"
 _CANDIDATES = cast(Table, ResponseCandidate.__table__)
 _INSERT_CANDIDATE = insert(_CANDIDATES)
 _JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
-"""Built once (see turns.py); their parameters are named after their columns."""
+"""Built once (see turns/transitions.py); their parameters are named after their columns."""
 _JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
     .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
 _STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateOutcome.PENDING: "pending",
@@ -66,7 +66,7 @@ ALREADY_SETTLED = "the request was already settled"
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
-"""A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
+"""A request and the tool call it asks about, if any, in one read, built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ class Reminder:
 class ChannelAdapter(Protocol):
     name: str
     one_at_a_time: bool
-    settle_edits: bool
-    """`settle()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
+    update_edits: bool
+    """`update()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
     delivery does not commit its record before making the next post."""
 
     def address(self, data: dict[str, Any]) -> str:
@@ -55,7 +55,7 @@ class ChannelAdapter(Protocol):
         ChannelUnavailable (try again later) or ChannelRefused (never)."""
         ...
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         """A shown request closed: remove its controls and say who answered (`ref` is what show returned)."""
         ...
 

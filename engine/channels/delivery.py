@@ -36,7 +36,7 @@ LEASE = timedelta(seconds=60)
 NOT_TAKEN = (CandidateOutcome.REJECTED, CandidateOutcome.FAILED, CandidateOutcome.TIMED_OUT)
 """A response the policy refused, or could not judge: the responder is told why, and the request stays open."""
 
-# a delivery's statements, built once (see turns.py)
+# a delivery's statements, built once (see turns/transitions.py)
 _LEASE_FREE = (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < bindparam("now"))
 _TAKE_LEASE = update(Session).where(
     Session.id == bindparam("session"), Session.delivered_seq < Session.event_seq, _LEASE_FREE,
@@ -92,7 +92,7 @@ class Pending:
     posts: dict[str, str | None] = field(default_factory=dict)
     unrecorded: list[Post] = field(default_factory=list)
     repeatable: bool = True
-    """Whether every unrecorded post is an edit that a retry may repeat (a settled card)."""
+    """Whether every unrecorded post is an edit that a retry may repeat (the card of a settled request)."""
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
@@ -182,7 +182,7 @@ class Delivery:
             self.show_open(event.seq)
         elif event.type == "input.resolved":
             for resolution in data["resolutions"]:
-                self.settled(resolution["requestId"])
+                self.update_closed(resolution["requestId"])
             self.show_open(event.seq)
         elif event.type == "input.reminded":
             self.remind(event.seq, data)
@@ -226,7 +226,7 @@ class Delivery:
         self.once(f"event:{seq}", f"the refusal of {responder.principal_id}'s answer to {request.request_id}",
                   lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
 
-    def settled(self, request_id: str) -> None:
+    def update_closed(self, request_id: str) -> None:
         """Update the request's prompt, once, where it was shown."""
         shown_key, settled_key = f"request:{request_id}", f"settled:{request_id}"
         posts = self.pending.posts
@@ -234,8 +234,8 @@ class Delivery:
             return  # never shown here (a text channel's queue skipped it), or updated already
         self.before_posting()
         self.attempt(f"the update of the prompt of {request_id}",
-                     lambda: self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key]))
-        self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
+                     lambda: self.adapter.update(self.info, self.pending.requests[request_id], posts[shown_key]))
+        self.record(settled_key, None, repeatable=self.adapter.update_edits and posts[shown_key] is not None)
 
     def open_here(self, request_id: str) -> str | None:
         """The platform's reference to the request's prompt here, while that prompt is shown with its controls

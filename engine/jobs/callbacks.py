@@ -41,7 +41,7 @@ _CLAIM = update(ExternalRequest).where(
 _RECORD = update(ExternalRequest).where(ExternalRequest.request_id == bindparam("request")).values(
     callback_status=bindparam("status"), callback_attempts=bindparam("attempts"),
     callback_error=bindparam("error"), callback_due_at=bindparam("due", type_=ExternalRequest.callback_due_at.type))
-"""Built once (see turns.py)."""
+"""Built once (see turns/transitions.py)."""
 
 
 def owe_callback(rt: Runtime, db: DbSession, request_id: str) -> None:

@@ -40,7 +40,7 @@ from engine.turns.workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
 
-# built once (see turns.py)
+# built once (see turns/transitions.py)
 _OPEN_CALLS = select(ToolCall).where(ToolCall.turn_id == bindparam("turn"), ToolCall.status.not_in(CALL_DONE)) \
     .order_by(ToolCall.step, ToolCall.position)
 _RUN_INTERRUPTED = update(Run).where(Run.id == bindparam("run")) \
@@ -117,7 +117,7 @@ class ModelDone:
     seen: int
     call_ids: list[str]
     verdicts: dict[str, Verdict]
-    """The calls' verdicts judged before the step's transaction (see decisions.review)."""
+    """The calls' verdicts judged before the step's transaction (see call_policies.review)."""
 
 
 Work = RunTool | CallModel
@@ -329,7 +329,7 @@ class Driver:
 
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
-        if call.approval_request_id:  # a person approved it, or the app on timeout (`settle_call` keeps who; a
+        if call.approval_request_id:  # a person approved it, or the app on timeout (`authorise_call` keeps who; a
             # person's approve has no note)
             if call.responder:
                 responder = Principal.model_validate(call.responder)

@@ -18,7 +18,7 @@ from engine.store.tables import Session, Turn
 
 _INSERT_SESSION = insert(cast(Table, Session.__table__))
 _INSERT_TURN = insert(cast(Table, Turn.__table__))
-"""Built once (see turns.py); their parameters are named after their columns."""
+"""Built once (see turns/transitions.py); their parameters are named after their columns."""
 _LATEST_AT = select(Session.id) \
     .where(Session.channel == bindparam("channel"), Session.address == bindparam("address")) \
     .order_by(Session.created_at.desc()).limit(1)
