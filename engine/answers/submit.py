@@ -1,4 +1,6 @@
-"""The one entry point for answers: every channel and the API call `submit_responses()`.
+"""Where every response to a request goes: `submit_responses()`, called by the REST API and the operator CLI, and by
+the channels through `conversation.receive_responses` (a late answer there becomes a note) and `post_message` (a typed
+reply that answers the first open request).
 
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.

@@ -2,7 +2,8 @@
 
 The engine drives delivery from events (`deliver(session_id)`); an adapter only knows how to show a
 request, update it once it closed, say something, and tell a refused responder why. Text-only channels
-(SMS, GitHub comments) show one request at a time: `next_prompt()` picks it and `render_text()` writes it.
+(SMS, GitHub comments) show one request at a time (`one_at_a_time`: delivery shows the first open one only) and
+`render_text()` writes it.
 """
 
 from __future__ import annotations

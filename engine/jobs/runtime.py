@@ -11,15 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from sqlalchemy import Table, bindparam, delete, insert, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
 from engine.agent import Agent
 from engine.channels.contract import ChannelAdapter
 from engine.store.db import Database
 from engine.store.events import held
-from engine.store.tables import Outbox, utcnow
-from engine.store.tables import Session as SessionRow
+from engine.store.tables import Outbox, Session, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -102,16 +101,16 @@ class Runtime:
         return self.now() + timedelta(seconds=self.lease_seconds)
 
     @contextmanager
-    def transaction(self) -> Iterator[Session]:
+    def transaction(self) -> Iterator[DbSession]:
         """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits. The
         first transaction a job commits also deletes the job's outbox row: the hand-off is done."""
         job_row = _job_row.get()
-        with self.db.write() as session:
-            yield session
-            self._deliver_events(session)
+        with self.db.write() as db:
+            yield db
+            self._deliver_events(db)
             if job_row is not None:
-                session.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
-            rows: list[OutboxRow] = session.info.pop("outbox", [])
+                db.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
+            rows: list[OutboxRow] = db.info.pop("outbox", [])
         if job_row is not None:
             _job_row.set(None)
         later = _follow_ups.get()
@@ -155,36 +154,36 @@ class Runtime:
             raise
         _follow_ups.reset(token)
 
-    def _deliver_events(self, session: Session) -> None:
+    def _deliver_events(self, db: DbSession) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
         one is already queued and has not started (it will read these events too)."""
-        touched = session.info.pop("event_sessions", set())
+        touched = db.info.pop("event_sessions", set())
         if not touched or not self.channels:
             return
         # at most one queued delivery per session: the job clears the flag before it reads the events
         flagged, unheld = [], []
         for session_id in touched:
-            row = held(session, session_id)  # locked and loaded here: its flag is read and set in memory
+            row = held(db, session_id)  # locked and loaded here: its flag is read and set in memory
             if row is None:
                 unheld.append(session_id)
             elif row.channel in self.channels and not row.delivery_queued:
                 row.delivery_queued = True  # (written by the commit's flush, with the session's counters)
                 flagged.append(session_id)
         if unheld:
-            flagged += session.execute(
-                update(SessionRow).where(SessionRow.id.in_(unheld), SessionRow.channel.in_(list(self.channels)),
-                                         SessionRow.delivery_queued.is_(False))
-                .values(delivery_queued=True).returning(SessionRow.id)
+            flagged += db.execute(
+                update(Session).where(Session.id.in_(unheld), Session.channel.in_(list(self.channels)),
+                                      Session.delivery_queued.is_(False))
+                .values(delivery_queued=True).returning(Session.id)
             ).scalars().all()
         for session_id in flagged:
-            self.enqueue(session, "deliver", session_id)
+            self.enqueue(db, "deliver", session_id)
 
-    def enqueue(self, session: Session, job: str, *args: Any) -> None:
+    def enqueue(self, db: DbSession, job: str, *args: Any) -> None:
         """Record a job in the outbox, in the caller's transaction."""
         now = self.now()
-        row_id = session.connection().execute(
+        row_id = db.connection().execute(
             _INSERT_JOB_ROW, {"job": job, "args": list(args), "created_at": now, "available_at": now}).scalar_one()
-        session.info.setdefault("outbox", []).append((row_id, job, list(args)))
+        db.info.setdefault("outbox", []).append((row_id, job, list(args)))
 
     def push(self, rows: list[OutboxRow]) -> None:
         """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes
