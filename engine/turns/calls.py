@@ -1,4 +1,8 @@
-"""ToolCall bookkeeping shared by the runner and by settlement: results and rejections."""
+"""A ToolCall's result, however it comes: `finish_call` records it (the call's status, an `action.result` event,
+the tool message the model reads), `reject_call` for a call that will not run (denied, cancelled, ignored),
+`reject_unusable` for one to a tool that does not exist or with input that does not fit, and `approval_note` for
+what the model reads beside a call approved otherwise than as proposed. Used by the runner, the call policies and
+settlement. Tools themselves are defined in engine/agent.py."""
 
 from __future__ import annotations
 

@@ -1,41 +1,38 @@
 """The turn runner: the model/tool loop of DESIGN.md section 5, one Run at a time, parking on people.
 
 A Run alternates between bookkeeping and work. Bookkeeping (deciding calls, opening approvals, recording a
-result, parking, ending) happens inside one fenced transaction per step; work (running a tool, calling the
-model, judging its calls with a request policy that may take its time) happens between transactions, so no
-lock is held while it runs. A tool's `running` mark commits before the tool starts and its result commits
-before the model reads it.
+result, parking, ending) happens here, inside one fenced transaction per step; work (running a tool, calling the
+model, judging its calls with a request policy that may take its time: engine/turns/work.py) happens between
+transactions, so no lock is held while it runs. A tool's `running` mark commits before the tool starts and its
+result commits before the model reads it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from engine.agent import Approval, Park, Tool, ToolContext
+from engine.agent import Approval, ToolContext
 from engine.answers.edits import input_hash
 from engine.answers.input_requests import open_approval, open_request, opened_in
 from engine.answers.options import CONTINUE, STOP
 from engine.jobs.recovery import recover_turn, requeue
 from engine.jobs.runtime import Runtime
-from engine.llm import ModelReply
-from engine.policies import Verdict
 from engine.protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
 from engine.store.db import lost_connection, write_row
 from engine.store.events import add_message, emit, emit_requested
 from engine.store.statuses import CALL_DONE, CallStatus, RequestStatus, ResultStatus, RunStatus, TurnStatus
-from engine.store.storage import new_id
 from engine.store.tables import InputRequest, Run, Session, ToolCall, Turn
-from engine.turns.call_policies import decide, record_verdict, recover, review
+from engine.turns.call_policies import decide, record_verdict, recover
 from engine.turns.calls import approval_note, finish_call, reject_unusable
 from engine.turns.lease import LeaseKeeper
 from engine.turns.transcript import load_messages, model_view, steered_since
 from engine.turns.transitions import claim, end_turn, lock_turn, lock_turn_run, pending_requests
+from engine.turns.work import CallModel, Done, ModelDone, RunTool, ToolDone, Work, call_model, run_tool
 from engine.turns.workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
@@ -83,47 +80,6 @@ def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
             end_turn(rt, db, turn, run_id, TurnStatus.FAILED, error=error)
 
 
-@dataclass(frozen=True)
-class RunTool:
-    """Work: run an approved call (already marked `running`)."""
-
-    call_id: str
-    tool: Tool
-    data: dict[str, Any]
-    expected_hash: str
-    ctx: ToolContext
-
-
-@dataclass(frozen=True)
-class CallModel:
-    """Work: ask the model for the next step; `seen` is the last transcript seq it reads."""
-
-    messages: list[dict[str, Any]]
-    seen: int
-
-
-@dataclass(frozen=True)
-class ToolDone:
-    call_id: str
-    output: Any = None
-    error: dict[str, Any] | None = None
-    parked: bool = False
-    """The tool asked a person (`ctx.ask()`) and waits for the answer."""
-
-
-@dataclass(frozen=True)
-class ModelDone:
-    reply: ModelReply
-    seen: int
-    call_ids: list[str]
-    verdicts: dict[str, Verdict]
-    """The calls' verdicts judged before the step's transaction (see call_policies.review)."""
-
-
-Work = RunTool | CallModel
-Done = ToolDone | ModelDone
-
-
 class Driver:
     """Drives one Run of a turn. Every transaction first checks the run still owns the turn (fencing)."""
 
@@ -161,7 +117,7 @@ class Driver:
         self.keeper = LeaseKeeper(self.rt, self.turn_id, self.run_id)
         self.keeper.start()
         while work is not None:
-            done = self.run_tool(work) if isinstance(work, RunTool) else self.call_model(work)
+            done = run_tool(work) if isinstance(work, RunTool) else call_model(self.rt, self.session_id, work)
             self.unrecorded = done
             with self.rt.transaction() as db:
                 work = self.record(db, self.fenced(db), done)
@@ -310,23 +266,6 @@ class Driver:
         return RunTool(call.call_id, self.agent.tools[call.tool], dict(call.input), call.input_hash,
                        self.tool_context(db, turn, call))
 
-    def run_tool(self, work: RunTool) -> ToolDone:
-        if input_hash(work.data) != work.expected_hash:
-            return ToolDone(work.call_id, error={"code": "INPUT_CHANGED",
-                                                 "message": "the call's input differs from what was approved"})
-        try:
-            output = work.tool.invoke(work.ctx, work.data)
-        except Park:
-            return ToolDone(work.call_id, parked=True)
-        except Exception as exc:
-            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"})
-        try:  # strict JSON (PostgreSQL and the model's endpoint refuse NaN); the tool ran, so say so
-            json.dumps(output, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            message = f"{work.tool.name} ran, but its result cannot be stored as JSON: {type(exc).__name__}: {exc}"
-            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": message})
-        return ToolDone(work.call_id, output=output)
-
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
         if call.approval_request_id:  # a person approved it, or the app on timeout (`authorise_call` keeps who; a
@@ -379,12 +318,6 @@ class Driver:
             raise RuntimeError("the step-limit prompt is neither pending nor resolved")
         return None
 
-    def call_model(self, work: CallModel) -> ModelDone:
-        reply = self.agent.model.complete(work.messages, self.agent.tool_specs())
-        ids = [new_id("call") for _ in reply.tool_calls]
-        proposed = [(call_id, c.name, dict(c.input)) for call_id, c in zip(ids, reply.tool_calls, strict=True)]
-        return ModelDone(reply, work.seen, ids, review(self.rt, self.session_id, proposed))
-
     def record_reply(self, db: DbSession, turn: Turn, done: ModelDone) -> Work | None:
         """Store the model's step; end the turn when it made no call and nobody steered meanwhile."""
         now, reply = self.rt.now(), done.reply
@@ -409,7 +342,7 @@ class Driver:
                 record_verdict(self.rt, db, turn.session_id, call, done.verdicts[call.call_id])
         if calls or steered_since(db, turn, done.seen):  # (the model was asked with no call open: these are all)
             return self.next_work(db, turn, [c for c in calls if c.status not in CALL_DONE])
-        end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)
+        end_turn(self.rt, db, turn, self.run_id, TurnStatus.COMPLETED, result=reply.text)
         return None
 
 
