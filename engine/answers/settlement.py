@@ -40,7 +40,8 @@ def close_request(
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
     runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every place
     it escalated to hears it closed too (its prompt there is updated). An external request's callback falls due;
-    an agent's request settles its tool call or its session-limit prompt."""
+    an agent's approval authorises (or denies) its tool call; a session-limit prompt's `continue` raises the step
+    budget."""
     who = responder.wire() if responder else None
     values = {"status": RequestStatus.RESOLVED, "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
