@@ -2,8 +2,8 @@
 an option id answers to, the labels text channels show instead, which request a typed reply answers, which
 option a line of text picks, and which option and text a response names.
 
-It imports nothing of the store (engine/store/storage.py stores the built-in options as tokens and reads them
-from here), so the rule has no other home."""
+Of the store it imports only the statuses: engine/store/storage.py stores the built-in options as tokens and
+reads them from here, so the options have no other home."""
 
 from __future__ import annotations
 
