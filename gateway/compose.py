@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError
 
 from engine import Agent
 from engine.channels.contract import ChannelAdapter
+from engine.channels.port import attach_channels
 from engine.jobs.executors import InlineExecutor, RQExecutor
 from engine.jobs.runtime import Executor, Runtime, install
 from engine.store.db import Database
@@ -73,16 +74,16 @@ def queue(settings: Settings) -> RQExecutor | None:
 def build_runtime(settings: Settings, *, db: Database | None = None, agent_spec: str | None = None,
                   executor: Executor | None = None) -> Runtime:
     """Database, agent (HITL_AGENT's, unless `agent_spec` names another) and executor (RQ with REDIS_URL, else
-    in-process) from settings; installed as this process's runtime for jobs."""
+    in-process) from settings; installed as this process's runtime for jobs, its channels attached to it."""
     spec = agent_spec or settings.agent
     agent = load_agent(spec) if agent_spec is None else load_agent(spec, f"agent {spec}")
-    return install(Runtime(
+    return install(attach_channels(Runtime(
         db or open_database(settings), agent, executor or queue(settings) or InlineExecutor(settings.inline_workers),
         lease_seconds=settings.lease_seconds, response_policy_timeout=settings.response_policy_timeout,
         request_policy_timeout=settings.request_policy_timeout, retention_days=settings.retention_days,
         channels=build_channels(settings), agent_spec=spec, callback_key=settings.callback_key,
         callback_hosts=frozenset(settings.callback_allowed_hosts),
-    ))
+    )))
 
 
 CHANNEL_FACTORIES: list[Callable[[Settings], ChannelAdapter | None]] = []

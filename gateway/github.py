@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, abort, current_app, jsonify, request
+from flask import Blueprint, Response, abort, current_app
 
-from adapters.github import (
-    GithubChannel,
-    GithubClient,
-    GithubParseError,
-    GithubVerificationError,
-    GithubWebhook,
-)
+from adapters.github import GithubChannel, GithubClient, GithubParseError, GithubVerificationError
+from engine.channels.port import ChannelPort
 from engine.jobs.runtime import Runtime
 
 from .errors import error_response
 from .settings import ConfigurationError, Settings, half_configured
+from .webhooks import webhook_request, webhook_response
 
 log = logging.getLogger(__name__)
 
@@ -24,22 +20,20 @@ bp = Blueprint("github", __name__, url_prefix="/github")
 
 
 @bp.post("/webhook")
-def webhook() -> tuple[Response, int]:
+def webhook() -> Response | tuple[Response, int]:
     rt: Runtime = current_app.extensions["hitl"]
     channel = rt.channels.get(GithubChannel.name)
     if not isinstance(channel, GithubChannel):
         abort(404)
-    delivery = GithubWebhook(headers={name.lower(): value for name, value in request.headers.items()},
-                             body=request.get_data())
     try:
-        reply = channel.receive(rt, delivery)
+        reply = channel.receive(ChannelPort(rt, channel.name), webhook_request())
     except GithubVerificationError as exc:
         log.warning("refused a GitHub delivery: %s", exc)
         return error_response(401, "invalid_signature", str(exc))
     except GithubParseError as exc:
         log.warning("a signed GitHub delivery we cannot read: %s", exc)
         return error_response(400, "invalid_delivery", str(exc))
-    return jsonify({"status": reply.outcome}), reply.status
+    return webhook_response(reply)
 
 
 def github_channel(settings: Settings) -> GithubChannel | None:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, abort, current_app, request
+from flask import Blueprint, Response, abort, current_app
 
 from adapters.twilio import (
     MESSAGING_SERVICE,
     TWILIO_NUMBER,
-    SmsWebhook,
     TwilioChannel,
     TwilioConfig,
     TwilioParseError,
@@ -17,9 +16,11 @@ from adapters.twilio import (
     TwilioVerificationError,
     parse_allow_list,
 )
+from engine.channels.port import ChannelPort
 from engine.jobs.runtime import Runtime
 
 from .settings import ConfigurationError, Settings, half_configured
+from .webhooks import webhook_request, webhook_response
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +33,15 @@ def sms() -> Response:
     channel = rt.channels.get(TwilioChannel.name)
     if not isinstance(channel, TwilioChannel):
         abort(404)
-    body = request.get_data()  # before the form is parsed, which would consume the stream
-    webhook = SmsWebhook(path=request.path, query=request.query_string.decode("latin-1"),
-                         headers={name.lower(): value for name, value in request.headers.items()},
-                         form=request.form.to_dict(flat=False), body=body)
     try:
-        reply = channel.receive(rt, webhook)
+        reply = channel.receive(ChannelPort(rt, channel.name), webhook_request(form=True))
     except (TwilioVerificationError, TwilioSenderRefused) as exc:
         log.warning("refused a Twilio webhook: %s", exc)
         return Response("", 403)
     except TwilioParseError as exc:
         log.warning("a signed Twilio webhook that is not an incoming message: %s", exc)
         return Response("", 400)
-    return Response(reply.body, reply.status, content_type=reply.content_type)
+    return webhook_response(reply)
 
 
 def twilio_channel(settings: Settings) -> TwilioChannel | None:

@@ -57,6 +57,39 @@ def test_adapters_do_not_import_each_other() -> None:
     assert problems == []
 
 
+ENGINE_FOR_ADAPTERS = {
+    "engine.channels.contract", "engine.channels.port", "engine.protocol", "engine.errors", "engine.answers.options",
+    "engine.answers.forms", "engine.defaults",
+}
+"""The engine's channel-facing modules: all an adapter may import of the engine (the runtime, its database and
+its tables stay behind engine.channels.port)."""
+
+
+def test_adapters_import_only_the_channel_facing_engine() -> None:
+    problems = []
+    for path in sources("adapters"):
+        for module in imported_modules(path):
+            if module.split(".")[0] == "engine" and module not in ENGINE_FOR_ADAPTERS:
+                problems.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert problems == []
+
+
+def test_the_channel_facing_modules_exist() -> None:
+    missing = [m for m in ENGINE_FOR_ADAPTERS if not (ROOT / f"{m.replace('.', '/')}.py").is_file()]
+    assert missing == []
+
+
+def test_the_adapters_import_rule_sees_a_forbidden_engine_module(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("from engine.jobs.runtime import current\nfrom engine.channels.port import ChannelPort\n")
+    assert imported_modules(sample) - ENGINE_FOR_ADAPTERS == {"engine.jobs.runtime"}
+
+
+def test_no_adapter_uses_the_process_global_runtime() -> None:
+    users = [str(path.relative_to(ROOT)) for path in sources("adapters") if "current()" in path.read_text()]
+    assert users == []
+
+
 BESIDE_AGENTS = {"gateway.client": {"requests"}, "gateway.langgraph": {"gateway", "langgraph", "langchain_core"}}
 """Modules that run in an agent's process, not the gateway's, and the packages they may import besides the standard
 library (langchain_core: LangGraph's RunnableConfig)."""

@@ -1,6 +1,6 @@
 """GitHub issue and pull-request comments as a text channel: verify, parse, render, client, channel."""
 
-from .channel import MIN_PERMISSIONS, GithubChannel, GithubWebhook, WebhookReply, address_place, github_address
+from .channel import MIN_PERMISSIONS, GithubChannel, address_place, github_address
 from .client import CollaboratorRole, GithubClient
 from .errors import GithubApiError, GithubError, GithubParseError, GithubVerificationError
 from .parse import (
@@ -27,9 +27,7 @@ __all__ = [
     "GithubError",
     "GithubParseError",
     "GithubVerificationError",
-    "GithubWebhook",
     "PingEvent",
-    "WebhookReply",
     "address_place",
     "github_address",
     "github_principal",

@@ -18,15 +18,21 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from engine.answers.submit import edit_problems
-from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
-from engine.channels.delivery import shown_requests
-from engine.channels.inbound import accept, ignored_item, message_item, responses_item
-from engine.jobs.runtime import Runtime
-from engine.policies import SessionInfo
+from engine.channels.contract import (
+    Answers,
+    ChannelUnavailable,
+    Ignored,
+    InboundItem,
+    Message,
+    QueuePosition,
+    Reminder,
+    SessionInfo,
+    WebhookReply,
+    WebhookRequest,
+)
+from engine.channels.port import ChannelPort
 from engine.protocol import InputRequestOut, InputResponse, Principal
 
 from .client import CollaboratorRole, GithubClient
@@ -79,25 +85,6 @@ def address_place(address: str) -> tuple[str, int]:
     if channel != "github" or not REPOSITORY.match(repository) or not issue.isdigit():
         raise ValueError(f"{address!r} is not a GitHub session address")
     return repository, int(issue)
-
-
-@dataclass(frozen=True)
-class GithubWebhook:
-    """A webhook request, framework-free: header names in lower case, the raw body (the signature covers it)."""
-
-    headers: Mapping[str, str]
-    body: bytes
-
-
-@dataclass(frozen=True)
-class WebhookReply:
-    """What became of a delivery: `pong`, `accepted` (stored, a job applies it), `ignored` or `duplicate`."""
-
-    outcome: str
-
-    @property
-    def status(self) -> int:
-        return 202 if self.outcome == "accepted" else 200
 
 
 class GithubChannel:
@@ -158,7 +145,7 @@ class GithubChannel:
             repository, _, comment_id = ref.rpartition(":")
             self.client.add_reaction(repository, int(comment_id), content)
 
-    def notify(self, notice: dict[str, Any]) -> None:
+    def notify(self, notice: Mapping[str, Any]) -> None:
         """Post the reply an ignored comment's notice holds (see `turned_away`)."""
         self.client.create_comment(notice["repository"], int(notice["issue"]), notice["text"])
 
@@ -185,9 +172,10 @@ class GithubChannel:
 
     # -- inbound, from the gateway's webhook ------------------------------------------------------------
 
-    def receive(self, rt: Runtime, webhook: GithubWebhook) -> WebhookReply:
-        """Handle one delivery. Raises GithubVerificationError (not signed with our secret) or GithubParseError
-        (signed but unreadable), both without effect.
+    def receive(self, port: ChannelPort, webhook: WebhookRequest) -> WebhookReply:
+        """Handle one delivery; the reply says what became of it: `{"status": "accepted"}` (202: stored, a job
+        applies it), or `pong`, `ignored` or `duplicate` (200). Raises GithubVerificationError (not signed with
+        our secret) or GithubParseError (signed but unreadable), both without effect.
 
         A comment is stored under its comment id: a redelivery (same hook and delivery id) carries the same
         comment, and so does the same comment sent to a second hook, so one key dedupes both. Anything else
@@ -197,41 +185,46 @@ class GithubChannel:
         delivery = read_delivery(webhook.headers)
         event = parse_github_event(delivery.event, webhook.body, self.bot_login)
         if not isinstance(event, CommentReply):
-            fresh = accept(rt, self.name, delivery.key, None, webhook.body, None)
-            return WebhookReply(("pong" if isinstance(event, PingEvent) else "ignored") if fresh else "duplicate")
-        item = self.inbound_item(rt, event)
+            fresh = port.accept(delivery.key, None, webhook.body, None)
+            return outcome(("pong" if isinstance(event, PingEvent) else "ignored") if fresh else "duplicate")
+        item = self.inbound_item(port, event)
         principal, turned_away = self.responder(event) if item is not None else (None, None)
         if turned_away is not None:
             item = self.turned_away(event, turned_away)
-        fresh = accept(rt, self.name, f"comment:{event.comment_id}", principal, webhook.body, item)
+        fresh = port.accept(f"comment:{event.comment_id}", principal, webhook.body, item)
         acts = item is not None and turned_away is None
-        return WebhookReply(("accepted" if acts else "ignored") if fresh else "duplicate")
+        return outcome(("accepted" if acts else "ignored") if fresh else "duplicate")
 
-    def turned_away(self, reply: CommentReply, why: str) -> dict[str, Any]:
+    def turned_away(self, reply: CommentReply, why: str) -> Ignored:
         """The ignored item of a comment whose writer may not use the bot: 👎 on it, and the first time per
         person, issue and reason a reply saying why."""
         once = f"{reply.repository.lower()}:{reply.issue}:{reply.user_id}:{why}"
         floor = self.min_permission if why == "permission" else None
         notice = {"repository": reply.repository, "issue": reply.issue,
                   "text": render_turned_away(reply.login, floor)}
-        return ignored_item(why, ref=reply.ref, notice=notice, once=once)
+        return Ignored(why, ref=reply.ref, notice=notice, once=once)
 
-    def inbound_item(self, rt: Runtime, reply: CommentReply) -> dict[str, Any] | None:
+    def inbound_item(self, port: ChannelPort, reply: CommentReply) -> InboundItem | None:
         """A message to the issue's session, or a command's response to the prompt it replies to (None: the
         command answers nothing, e.g. `/approve` with no prompt shown, or `/answer 7` of two options)."""
         address = github_address(reply.repository, reply.issue)
         if reply.kind == "message":
-            return message_item(address, reply.text or "", ref=reply.ref)
-        prompt = replied_to(shown_requests(rt, self.name, address), reply.comment_id)
+            return Message(address, reply.text or "", ref=reply.ref)
+        prompt = replied_to(port.shown_requests(address), reply.comment_id)
         response = reply_response(reply, prompt) if prompt is not None else None
         if isinstance(response, InputResponse) and response.input is not None and prompt is not None:
-            problems = edit_problems(rt, response.request_id, response.input)  # checked against the tool now
+            problems = port.edit_problems(response.request_id, response.input)  # checked against the tool now
             response = RefusedEdit(prompt, problems) if problems else response
         if isinstance(response, RefusedEdit):
             notice = {"repository": reply.repository, "issue": reply.issue,
                       "text": render_refused_edit(reply.login, response.request, response.problems)}
-            return ignored_item("edit-refused", ref=reply.ref, notice=notice, once=f"edit:{reply.comment_id}")
-        return responses_item([response], ref=reply.ref) if response is not None else None
+            return Ignored("edit-refused", ref=reply.ref, notice=notice, once=f"edit:{reply.comment_id}")
+        return Answers((response,), ref=reply.ref) if response is not None else None
+
+
+def outcome(status: str) -> WebhookReply:
+    """What became of a delivery, as GitHub is answered: 202 when `accepted` (stored, a job applies it), else 200."""
+    return WebhookReply.json(202 if status == "accepted" else 200, {"status": status})
 
 
 def replied_to(shown: list[tuple[str, InputRequestOut]], comment_id: int) -> InputRequestOut | None:

@@ -18,8 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.answers.edits import Problem
-from engine.answers.forms import edited, form_fields
+from engine.answers.forms import Problem, edited, form_fields
 from engine.answers.options import option_named, typed_response
 from engine.protocol import InputRequestOut, InputResponse, Principal
 

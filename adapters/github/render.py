@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-from engine.answers.edits import Problem
-from engine.answers.forms import form_fields
+from engine.answers.forms import Problem, form_fields
 from engine.channels.contract import QueuePosition, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut, Principal
 

@@ -1,20 +1,21 @@
 """`SlackChannel`: the engine's ChannelAdapter for Slack. Every open request is shown, each as its own card;
 `notify` tells a person turned away (another organization's) why, with an ephemeral message.
 
-Built in web processes and workers alike (no Flask, no Bolt): delivery jobs call it; the gateway's Bolt
-listeners use `address_of()` so a mention, a reply and an API-given place name a session the same way.
+Built in web processes and workers alike (no Flask, no Bolt): delivery jobs call it; the Bolt listeners
+(adapters/slack/inbound.py) use `address_of()` so a mention, a reply and an API-given place name a session the
+same way.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.channels.contract import QueuePosition, Reminder
-from engine.policies import SessionInfo
+from engine.channels.contract import QueuePosition, Reminder, SessionInfo
 from engine.protocol import InputRequestOut, Principal
 
 from . import render
@@ -114,7 +115,7 @@ class SlackChannel:
         except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
             log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)
 
-    def notify(self, notice: dict[str, Any]) -> None:
+    def notify(self, notice: Mapping[str, Any]) -> None:
         """Post a turned-away person's notice (see `turned_away_notice`) as an ephemeral message to them, where
         they wrote or clicked; raises like any post (the engine logs it, and a later item tries again)."""
         self.client.post_ephemeral(Where.from_address(notice["address"]), notice["user"], notice["text"])

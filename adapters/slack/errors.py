@@ -25,3 +25,11 @@ class SlackApiError(SlackError, ChannelRefused):
         super().__init__(f"Slack answered {method} with {code}")
         self.code = code
         self.method = method
+
+
+class SlackSetupError(SlackError):
+    """The Bolt app cannot start: Slack refused the bot token (`unreachable` False) or cannot be reached (True)."""
+
+    def __init__(self, message: str, *, unreachable: bool) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable

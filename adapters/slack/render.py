@@ -12,11 +12,9 @@ import re
 from datetime import datetime
 from typing import Any
 
-from engine.answers.edits import Problem
-from engine.answers.forms import FormField, form_fields
-from engine.channels.contract import Reminder
+from engine.answers.forms import FormField, Problem, form_fields
+from engine.channels.contract import Outcome, Reminder
 from engine.protocol import InputRequestOut, Option, Principal, app_reason
-from engine.store.statuses import Outcome
 
 from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW, EDIT_FIELD, EDIT_INPUT, EDIT_VIEW, WHOLE
 

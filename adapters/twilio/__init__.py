@@ -1,6 +1,6 @@
 """Twilio SMS and WhatsApp: a text-only channel showing one request at a time (DESIGN.md section 7)."""
 
-from .channel import SmsWebhook, TwilioChannel, TwilioConfig, WebhookReply
+from .channel import TwilioChannel, TwilioConfig
 from .client import SmsClient
 from .errors import (
     TwilioApiError,
@@ -16,7 +16,6 @@ __all__ = [
     "E164",
     "MESSAGING_SERVICE",
     "SmsClient",
-    "SmsWebhook",
     "TWILIO_NUMBER",
     "TwilioApiError",
     "TwilioChannel",
@@ -26,6 +25,5 @@ __all__ = [
     "TwilioParseError",
     "TwilioSenderRefused",
     "TwilioVerificationError",
-    "WebhookReply",
     "parse_allow_list",
 ]

@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from twilio.twiml.messaging_response import MessagingResponse
 
 from engine.answers.options import typed_response
-from engine.channels.contacts import is_reachable, set_reachable
-from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder
-from engine.channels.delivery import shown_requests
-from engine.channels.inbound import accept, message_item, responses_item
-from engine.jobs.runtime import Runtime, current
-from engine.policies import SessionInfo
+from engine.channels.contract import (
+    Answers,
+    ChannelUnavailable,
+    Ignored,
+    Message,
+    QueuePosition,
+    Reminder,
+    RequestStatus,
+    SessionInfo,
+    WebhookReply,
+    WebhookRequest,
+)
+from engine.channels.port import ChannelPort
 from engine.protocol import InputRequestOut, Principal
-from engine.store.queries import list_requests
-from engine.store.statuses import RequestStatus
 
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
@@ -52,24 +57,6 @@ class TwilioConfig:
     api_url: str = TWILIO_API
 
 
-@dataclass(frozen=True)
-class SmsWebhook:
-    """A webhook request, framework-free: header names in lower case, every value of every form field."""
-
-    path: str
-    query: str
-    headers: Mapping[str, str]
-    form: Mapping[str, list[str]]
-    body: bytes
-
-
-@dataclass(frozen=True)
-class WebhookReply:
-    status: int
-    body: str
-    content_type: str
-
-
 SESSION_ADDRESS = re.compile(r"^twilio:((?:whatsapp:)?[^:]+):((?:whatsapp:)?[^:]+)$")
 
 
@@ -91,11 +78,14 @@ class TwilioChannel:
     update_edits = False
     one_at_a_time = True
 
-    def __init__(self, config: TwilioConfig, client: SmsClient | None = None,
-                 runtime: Callable[[], Runtime] = current) -> None:
+    def __init__(self, config: TwilioConfig, client: SmsClient | None = None) -> None:
         self.config = config
         self.client = client or SmsClient(config.account_sid, config.auth_token, config.api_url)
-        self.runtime = runtime
+        self.port: ChannelPort | None = None
+
+    def attach(self, port: ChannelPort) -> None:
+        """The engine's side, for posts: whether a number opted out (engine.channels.port.Attaching)."""
+        self.port = port
 
     def address(self, data: dict[str, Any]) -> str:
         """`{to: "+15551230001"}`: the session texts its requests to that number, from `TWILIO_FROM`;
@@ -140,8 +130,9 @@ class TwilioChannel:
     def send(self, session: SessionInfo, body: str) -> str | None:
         """The message's sid, or None when the number opted out (then nothing is sent, and nothing retried).
         Raises TwilioRefused (a ChannelRefused) when Twilio refuses the message for good."""
-        rt = self.runtime()
-        if not is_reachable(rt, self.name, session.address):
+        if self.port is None:
+            raise RuntimeError("the Twilio channel posts once attached to a runtime (gateway.compose attaches it)")
+        if not self.port.is_reachable(session.address):
             log.info("not texting %s: the number opted out", session.address)
             return None
         ours, theirs = split_address(session.address)
@@ -149,7 +140,7 @@ class TwilioChannel:
             return self.client.send(ours, theirs, body)
         except TwilioOptedOut:
             log.info("%s opted out (Twilio error 21610): marked unreachable", session.address)
-            set_reachable(rt, self.name, session.address, False)
+            self.port.set_reachable(session.address, False)
             return None
         except TwilioRefused:
             raise
@@ -158,7 +149,7 @@ class TwilioChannel:
 
     # -- inbound, from the gateway's webhook ------------------------------------------------------------
 
-    def receive(self, rt: Runtime, webhook: SmsWebhook) -> WebhookReply:
+    def receive(self, port: ChannelPort, webhook: WebhookRequest) -> WebhookReply:
         """Handle one incoming SMS or WhatsApp message and answer Twilio at once with empty TwiML (replies go
         out from jobs).
 
@@ -178,28 +169,26 @@ class TwilioChannel:
         audit = {"messageSid": message.message_sid, "idempotencyToken": webhook.headers.get(IDEMPOTENCY_HEADER)}
         keyword = message.keyword
         if keyword is None and message.body.strip():
-            accept(rt, self.name, external_id, principal, webhook.body,
-                   {**self.reply_item(rt, address, message.body), **audit})
+            port.accept(external_id, principal, webhook.body, self.reply_item(port, address, message.body, audit))
         else:  # kept for the audit trail; never an answer, never a message to the agent
-            item = {"type": "ignored", "why": keyword.value if keyword else "no text", **audit}
-            fresh = accept(rt, self.name, external_id, principal, webhook.body, item)
+            item = Ignored(keyword.value if keyword else "no text", audit=audit)
+            fresh = port.accept(external_id, principal, webhook.body, item)
             if fresh and keyword in (Keyword.OPT_OUT, Keyword.OPT_IN):
-                set_reachable(rt, self.name, address, keyword is Keyword.OPT_IN)
-        return WebhookReply(200, EMPTY_TWIML, "text/xml")
+                port.set_reachable(address, keyword is Keyword.OPT_IN)
+        return WebhookReply(200, EMPTY_TWIML, (("content-type", "text/xml"),))
 
-    def reply_item(self, rt: Runtime, address: str, text: str) -> dict[str, Any]:
+    def reply_item(self, port: ChannelPort, address: str, text: str, audit: Mapping[str, Any]) -> Answers | Message:
         """A message to the (From, To) session: it answers the prompt on the phone's screen, the last one texted.
         When that prompt closed meanwhile (answered elsewhere, expired) and the request now first is not texted
         yet (or cannot be: STOP), a pick of the prompt's options is a late answer to it, never an answer to the
-        request the person has not seen."""
-        shown = shown_requests(rt, self.name, address, limit=1)
+        request the person has not seen. `audit`: the delivery's ids, kept beside the item."""
+        shown = port.shown_requests(address, limit=1)
         if shown and shown[0][1].status != RequestStatus.PENDING:
             prompt = shown[0][1]
             pick = typed_response(prompt, text, allow_freeform=False)
-            if pick is not None and list_requests(rt, status=RequestStatus.PENDING, session_id=prompt.session_id,
-                                                  limit=1)["requests"]:
-                return responses_item([pick])
-        return message_item(address, text)
+            if pick is not None and port.has_pending(prompt.session_id):
+                return Answers((pick,), audit=audit)
+        return Message(address, text, audit=audit)
 
     def inbound_address(self, message: TwilioInbound) -> str:
         """The (From, To) session: `To` is ours, or our Messaging Service when it is `TWILIO_FROM`, so a reply

@@ -4,19 +4,25 @@ The engine drives delivery from events (`deliver(session_id)`); an adapter only 
 request, update it once it closed, say something, and tell a refused responder why. Text-only channels
 (SMS, GitHub comments) show one request at a time (`one_at_a_time`: delivery shows the first open one only) and
 `render_text()` writes it.
+
+Inbound, a webhook reaches an adapter as a neutral `WebhookRequest` and is answered with a `WebhookReply`; what
+the adapter makes of it is a typed inbound item (`Message`, `Answers`, `Choice`, `Ignored`), which it stores
+through its `engine.channels.port.ChannelPort`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from engine.answers.edits import approved_with_changes
 from engine.answers.options import text_label
-from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, Principal, app_reason
-from engine.store.statuses import Outcome
+from engine.policies import SessionInfo as SessionInfo  # what an adapter is told of the session it posts in
+from engine.protocol import InputRequestOut, InputResponse, Principal, app_reason
+from engine.store.statuses import Outcome as Outcome  # how a request it shows settled
+from engine.store.statuses import RequestStatus as RequestStatus  # whether a request it shows is open
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,122 @@ class Reminder:
     count: int
     max: int | None
     approvers: tuple[str, ...] = ()
+
+
+# -- webhooks: a neutral request and reply, and the typed inbound items an adapter parses them into ----------
+
+
+@dataclass(frozen=True)
+class WebhookRequest:
+    """A platform's request to the gateway, framework-free: the path and query string as received (a signature
+    may cover the URL), header names in lower case, the raw body (signatures cover it) and, for a form post,
+    every value of every form field."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+    method: str = "POST"
+    query: str = ""
+    form: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    """What the gateway answers the platform: the status, the body and its headers (a name may repeat, as
+    `set-cookie` does); the gateway turns it into its framework's response in one place."""
+
+    status: int
+    body: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def json(cls, status: int, data: Any) -> WebhookReply:
+        return cls(status, json.dumps(data), (("content-type", "application/json"),))
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to the session at `address` (started there when there is none). `ref`: the platform's reference
+    to the person's message, for a channel that acknowledges it (`Acknowledging`); `audit`: platform data kept
+    beside the item for the audit trail only."""
+
+    address: str
+    text: str
+    ref: str | None = None
+    audit: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Responses to requests (button clicks, select menus, modal submissions, commands); `ref` and `audit` as
+    for a Message."""
+
+    responses: tuple[InputResponse, ...]
+    ref: str | None = None
+    audit: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Option number `position` (1-based, as shown) of a request. The option is looked up when the item is
+    applied, so the webhook that stores it reads nothing."""
+
+    request_id: str
+    position: int
+    ref: str | None = None
+    audit: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """Kept for the audit trail only, saying `why`; `ref` is acknowledged as `ignored`, and `notice` (the
+    channel's own data: whom to tell what) goes to the channel's `notify` the first time an item carries a
+    notice named `once` (e.g. once per person and place)."""
+
+    why: str
+    ref: str | None = None
+    notice: Mapping[str, Any] | None = None
+    once: str | None = None
+    audit: Mapping[str, Any] = field(default_factory=dict)
+
+
+InboundItem = Message | Answers | Choice | Ignored
+"""What an adapter makes of a verified delivery; the engine stores it (engine.channels.inbound) and a job
+applies it."""
+
+
+def stored_item(item: InboundItem) -> dict[str, Any]:
+    """The item as its `inbound.item` JSON (the shape rows have always had: `{"type": "message", "address",
+    "text"}`, `{"type": "responses", "responses"}`, `{"type": "choice", "requestId", "position"}`, `{"type":
+    "ignored", "why"}`, each with `ref`, `notice` and `once` when set, and the audit fields beside them)."""
+    data: dict[str, Any]
+    if isinstance(item, Message):
+        data = {"type": "message", "address": item.address, "text": item.text}
+    elif isinstance(item, Answers):
+        data = {"type": "responses", "responses": [response.wire() for response in item.responses]}
+    elif isinstance(item, Choice):
+        data = {"type": "choice", "requestId": item.request_id, "position": item.position}
+    else:
+        data = {"type": "ignored", "why": item.why, "notice": dict(item.notice) if item.notice is not None else None,
+                "once": item.once}
+    data["ref"] = item.ref
+    return {**{key: value for key, value in data.items() if value is not None}, **item.audit}
+
+
+def read_item(data: Mapping[str, Any] | None) -> InboundItem | None:
+    """A stored item as the typed item it is (its audit fields left out); None for none, or for a stored item
+    that does nothing when applied (e.g. `{}`)."""
+    data = data or {}
+    ref, kind = data.get("ref"), data.get("type")
+    if kind == "message":
+        return Message(data["address"], data["text"], ref)
+    if kind == "responses":
+        return Answers(tuple(InputResponse.model_validate(r) for r in data["responses"]), ref)
+    if kind == "choice":
+        return Choice(data["requestId"], data["position"], ref)
+    if kind == "ignored":
+        return Ignored(data["why"], ref, data.get("notice"), data.get("once"))
+    return None
 
 
 class ChannelAdapter(Protocol):
@@ -95,7 +217,7 @@ class Noticing(Protocol):
     marking the item processed. A failure is logged, and the next ignored item with that notice tries again.
     """
 
-    def notify(self, notice: dict[str, Any]) -> None: ...
+    def notify(self, notice: Mapping[str, Any]) -> None: ...
 
 
 @runtime_checkable

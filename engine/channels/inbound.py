@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, update
@@ -20,7 +21,18 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.conversation import post_message, receive_responses
 from engine.answers.submit import ResponseResult
-from engine.channels.contract import Acknowledging, ChannelAdapter, Noticing
+from engine.channels.contract import (
+    Acknowledging,
+    Answers,
+    ChannelAdapter,
+    Choice,
+    Ignored,
+    InboundItem,
+    Message,
+    Noticing,
+    read_item,
+    stored_item,
+)
 from engine.errors import AlreadyApplied
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, Principal
@@ -66,42 +78,14 @@ def storable_id(external_id: str) -> str:
     return "sha256:" + hashlib.sha256(cleaned.encode()).hexdigest()
 
 
-def responses_item(responses: list[InputResponse], ref: str | None = None) -> dict[str, Any]:
-    """An inbound item that answers requests (button clicks, select menus, modal submissions, commands).
-    `ref`: the platform's reference to the person's message, for a channel that acknowledges it."""
-    item = {"type": "responses", "responses": [r.wire() for r in responses]}
-    return {**item, "ref": ref} if ref is not None else item
-
-
-def choice_item(request_id: str, position: int) -> dict[str, Any]:
-    """An inbound item that picks option number `position` (1-based, as shown) of a request. The option is
-    looked up when the item is applied, so the webhook that stores it reads nothing."""
-    return {"type": "choice", "requestId": request_id, "position": position}
-
-
-def message_item(address: str, text: str, ref: str | None = None) -> dict[str, Any]:
-    """An inbound item that is a message to the session at `address` (started there when there is none)."""
-    item = {"type": "message", "address": address, "text": text}
-    return {**item, "ref": ref} if ref is not None else item
-
-
-def ignored_item(why: str, ref: str | None = None, notice: dict[str, Any] | None = None,
-                 once: str | None = None) -> dict[str, Any]:
-    """An inbound item kept for the audit trail only, saying `why`; `ref` is acknowledged as `ignored`, and
-    `notice` (the channel's data: whom to tell what) goes to the channel's `notify` the first time an item
-    carries a notice named `once` (e.g. once per person and place)."""
-    item: dict[str, Any] = {"type": "ignored", "why": why}
-    extra = {"ref": ref, "notice": notice, "once": once}
-    return {**item, **{key: value for key, value in extra.items() if value is not None}}
-
-
 def accept(rt: Runtime, channel: str, external_id: str, principal: Principal | None, payload: bytes,
-           item: dict[str, Any] | None) -> bool:
+           item: InboundItem | None) -> bool:
     """Record a delivery once; False for a duplicate (nothing changes). `item` None: audit only. The id, the
-    principal and the item are stored `storable`."""
+    principal and the item (as `stored_item` writes it) are stored `storable`."""
     external_id = storable_id(external_id)
     with rt.transaction() as db:
-        inbound_id = insert_once(db, channel, external_id, principal, payload, item, rt)
+        stored = stored_item(item) if item is not None else None
+        inbound_id = insert_once(db, channel, external_id, principal, payload, stored, rt)
         if inbound_id is None:  # counted, for the metrics, and otherwise ignored
             db.execute(update(Inbound).where(Inbound.channel == channel, Inbound.external_id == external_id)
                        .values(duplicates=Inbound.duplicates + 1))
@@ -134,46 +118,45 @@ def process_inbound(rt: Runtime, inbound_id: int) -> None:
         row = db.get_one(Inbound, inbound_id)
         if row.processed_at is not None:
             return
-        item, channel = dict(row.item or {}), row.channel
+        item, channel = read_item(row.item), row.channel
         principal = Principal.model_validate(row.principal) if row.principal else None
-        if item.get("type") == "choice":
+        if isinstance(item, Choice):
             item = chosen(db, item)
-    adapter, ref, ignored = rt.channels.get(channel), item.get("ref"), item.get("type") == "ignored"
-    acknowledge(adapter, ref, "ignored" if ignored else "received")
+    adapter, ref = rt.channels.get(channel), item.ref if item is not None else None
+    acknowledge(adapter, ref, "ignored" if isinstance(item, Ignored) else "received")
     results: list[ResponseResult] = []
 
     def claim(db: DbSession) -> bool:
         return mark_processed(rt, db, inbound_id)
 
-    if item.get("type") == "message":
-        session_id = session_for_address(rt, channel, item["address"], principal)
+    if isinstance(item, Message):
+        session_id = session_for_address(rt, channel, item.address, principal)
         with contextlib.suppress(AlreadyApplied):
-            results = post_message(rt, session_id, principal, item["text"], claim=claim).results
-    elif item.get("type") == "responses" and principal is not None and item["responses"]:
+            results = post_message(rt, session_id, principal, item.text, claim=claim).results
+    elif isinstance(item, Answers) and principal is not None and item.responses:
         with contextlib.suppress(AlreadyApplied):
-            results = receive_responses(rt, principal, [InputResponse.model_validate(r) for r in item["responses"]],
-                                        claim)
+            results = receive_responses(rt, principal, list(item.responses), claim)
     else:  # kept for the audit trail only
+        notice, once = (item.notice, item.once) if isinstance(item, Ignored) else (None, None)
         with rt.transaction() as db:
-            tell = claim(db) and ignored and "once" in item and first_notice(rt, db, channel, item["once"])
-        if tell and not notify(adapter, item["notice"]):  # not given: the next such item tries again
+            tell = claim(db) and notice is not None and once is not None and first_notice(rt, db, channel, once)
+        if tell and notice is not None and not notify(adapter, notice):  # not given: the next such item tries again
             with rt.transaction() as db:
                 db.execute(delete(Inbound).where(Inbound.channel == channel,
-                                                 Inbound.external_id == notice_id(item["once"])))
+                                                 Inbound.external_id == notice_id(str(once))))
     for status in dict.fromkeys(result.status for result in results):
         acknowledge(adapter, ref, status)
 
 
-def chosen(db: DbSession, item: dict[str, Any]) -> dict[str, Any]:
-    """A choice item as the responses item it stands for; a choice of no known request or option is kept for
-    the audit trail only (an empty item: applying it does nothing)."""
-    request = db.get(InputRequest, item["requestId"])
+def chosen(db: DbSession, item: Choice) -> Answers | None:
+    """A choice as the responses it stands for; a choice of no known request or option is kept for the audit
+    trail only (None: applying it does nothing)."""
+    request = db.get(InputRequest, item.request_id)
     options = request.options if request is not None else []
-    position = item["position"]
-    if not 1 <= position <= len(options):
-        log.info("inbound choice %s of request %s: no such request or option", position, item["requestId"])
-        return {}
-    return responses_item([InputResponse(request_id=item["requestId"], option_id=options[position - 1]["id"])])
+    if not 1 <= item.position <= len(options):
+        log.info("inbound choice %s of request %s: no such request or option", item.position, item.request_id)
+        return None
+    return Answers((InputResponse(request_id=item.request_id, option_id=options[item.position - 1]["id"]),))
 
 
 def acknowledge(adapter: ChannelAdapter | None, ref: str | None, status: str) -> None:
@@ -200,7 +183,7 @@ def notice_id(once: str) -> str:
     return NOTICE + hashlib.sha256(once.encode()).hexdigest()
 
 
-def notify(adapter: ChannelAdapter | None, notice: dict[str, Any]) -> bool:
+def notify(adapter: ChannelAdapter | None, notice: Mapping[str, Any]) -> bool:
     """Whether the notice was given; a failure is logged, never raised (the item is processed, and a notice is
     not worth a retry of its job)."""
     if not isinstance(adapter, Noticing):

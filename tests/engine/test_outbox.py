@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from engine import defaults
-from engine.channels.inbound import accept, message_item, responses_item
+from engine.channels.contract import Answers, Message
+from engine.channels.inbound import accept
 from engine.jobs.executors import InlineExecutor, RQExecutor
 from engine.jobs.perform import IMPLEMENTATIONS, perform
 from engine.jobs.recovery import push_outbox, sweep
@@ -147,7 +148,7 @@ def test_sweep_makes_a_job_again_only_for_work_whose_job_left_the_outbox(db: Dat
     opened = open_session(rt, None, message="hi", channel="fake", address="fake:room:1")
     with rt.transaction() as session:  # an event to deliver there
         emit(session, opened.session_id, "assistant.message", {"text": "hello"}, turn_id=None, at=rt.now())
-    accept(rt, "fake", "evt-1", None, b"{}", message_item("fake:room:1", "again"))
+    accept(rt, "fake", "evt-1", None, b"{}", Message("fake:room:1", "again"))
     aged(rt)
     queued = sorted(outbox_rows(rt))
     assert [job for job, _ in queued] == ["deliver", "process_inbound", "run_turn"]
@@ -213,7 +214,7 @@ def clicked(db: Database, *charges: str) -> tuple[Runtime, Dropped, list[str]]:
     for outbox_id, job, args in list(dropped.rows):
         perform(rt, job, outbox_id, args)
     answers = [InputResponse(request_id=r, option_id="approve") for r in pending_request_ids(rt)]
-    accept(rt, "fake", f"click-{'-'.join(charges)}", alice, b"{}", responses_item(answers))
+    accept(rt, "fake", f"click-{'-'.join(charges)}", alice, b"{}", Answers(tuple(answers)))
     dropped.pushed.clear()
     return rt, dropped, turns
 

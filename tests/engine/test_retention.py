@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select, text
 
-from engine.channels.inbound import accept, ignored_item, message_item, responses_item
+from engine.channels.contract import Answers, Ignored
+from engine.channels.contract import Message as InboundMessage
+from engine.channels.inbound import accept
 from engine.jobs.executors import InlineExecutor
 from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
@@ -99,16 +101,16 @@ def test_the_sweep_prunes_inbound_rows_done_with_after_the_retention_and_keeps_t
     opened = open_session(rt, ALICE, message=script([("refund", {"charge_id": "ch_1", "amount": 20})]))
     assert inline.join()
     [request] = list_requests(rt, status="pending")["requests"]
-    click = responses_item([InputResponse(request_id=request["requestId"], option_id="approve")])
+    click = Answers((InputResponse(request_id=request["requestId"], option_id="approve"),))
     assert accept(rt, "fake", "click-1", ALICE, b"{}", click)
     assert inline.join()
     assert [e["tool"] for e in read_ledger()] == ["refund"]
     assert not accept(rt, "fake", "click-1", ALICE, b"{}", click)  # the platform's retry
     accept(rt, "fake", "ping-1", None, b"{}", None)
-    accept(rt, "fake", "bot-1", None, b"{}", ignored_item("a bot's message"))
+    accept(rt, "fake", "bot-1", None, b"{}", Ignored("a bot's message"))
     assert inline.join()
     rt.executor = Dropped()  # the next item's job is lost (and so are the sweep's pushes of it)
-    accept(rt, "fake", "msg-1", ALICE, b"{}", message_item("fake:room:1", "hello?"))
+    accept(rt, "fake", "msg-1", ALICE, b"{}", InboundMessage("fake:room:1", "hello?"))
     audit = counts(rt, AUDIT)
     assert all(audit.values()), audit
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from adapters.slack import TURNED_AWAY
 from engine.channels.inbound import NOTICE
 from engine.store.tables import Inbound, Session, Turn
 from gateway.app import create_app
-from gateway.slack_admission import TURNED_AWAY
 from tests.conftest import make_stack
 from tests.slack.test_setup import install, oauth_settings
 from tests.slack.workspace import PARTNER, SECRET, USERS, Workspace, fixture, workspace

@@ -16,13 +16,13 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.socket_mode.request import SocketModeRequest
 from sqlalchemy import text
 
-from adapters.slack import SlackChannel
+from adapters.slack import SCOPES, SlackChannel
 from engine.jobs.recovery import sweep
 from engine.store.queries import list_sessions
 from gateway.app import create_app
 from gateway.cli import main
 from gateway.compose import ConfigurationError, build_runtime
-from gateway.slack import SCOPES, socket_mode_handler
+from gateway.slack import socket_mode_handler
 from tests.conftest import TEST_AGENT, make_stack, sqlite_settings
 from tests.slack.workspace import SECRET, Workspace, fixture, slack_settings
 from tests.support.agent import script

@@ -12,7 +12,7 @@ send is stored as ignored, never a message or an answer, and they are told once 
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterable, Set
 
 from slack_bolt import BoltContext
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
@@ -20,17 +20,16 @@ from sqlalchemy import or_, select
 
 from engine.protocol import Principal
 
-from .settings import Settings
-
 TURNED_AWAY = "another-organization"
 """Why an ignored Slack item was not acted on: its sender is of no allowed team."""
 
 
 class Admission:
-    def __init__(self, settings: Settings, installations: SQLAlchemyInstallationStore | None) -> None:
-        """`installations`: the OAuth installation store; None with one workspace (SLACK_BOT_TOKEN)."""
-        self.anyone = settings.slack_allow_external_users
-        self.teams = frozenset(settings.slack_allowed_teams)
+    def __init__(self, teams: Iterable[str], anyone: bool, installations: SQLAlchemyInstallationStore | None) -> None:
+        """`teams`: SLACK_ALLOWED_TEAMS; `anyone`: SLACK_ALLOW_EXTERNAL_USERS; `installations`: the OAuth
+        installation store, None with one workspace (SLACK_BOT_TOKEN)."""
+        self.anyone = anyone
+        self.teams = frozenset(teams)
         self.installations = installations
 
     def admits(self, principal: Principal, context: BoltContext) -> bool:
