@@ -1,1 +1,1 @@
-"""Store: tables, column storage, the database, events, read models, visibility, retention."""
+"""Store: tables, statuses, column storage, the database, events, read models, visibility, retention."""
