@@ -4,6 +4,7 @@ from engine.agent import Agent, Answer, Approval, Tool, ToolContext, tool
 from engine.answers.questions import ask_question
 from engine.errors import EngineError, InvalidInput, NotFound, RequestClosed
 from engine.llm import AnthropicModel, ModelReply, OpenAIChatModel, ScriptedModel, ToolCallRequest
+from engine.people import Person
 from engine.policies import (
     ApprovalContext,
     ApprovalPolicy,
@@ -31,6 +32,7 @@ __all__ = [
     "ModelReply",
     "NotFound",
     "OpenAIChatModel",
+    "Person",
     "Principal",
     "RequestClosed",
     "ResponseContext",

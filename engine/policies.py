@@ -15,6 +15,7 @@ from typing import Any, Literal
 from engine.answers.edits import input_grant
 from engine.answers.schedules import Schedule, Seconds, schedule
 from engine.llm import ChatModel
+from engine.people import Person
 from engine.protocol import InputRequestOut, Principal
 
 log = logging.getLogger(__name__)
@@ -192,6 +193,15 @@ class ResponseContext:
     session: SessionInfo
     earlier: Callable[[], list[ResponseInfo]] = field(default=list, repr=False, compare=False)
     """Reads `candidates`, only for a policy that looks at them."""
+    responder_person: Person | None = None
+    """The person the responder's principal is linked to (engine/people.py), None when it is nobody's."""
+    requester_person_of: Callable[[], Person | None] = field(default=lambda: None, repr=False, compare=False)
+    """Reads `requester_person`, only for a policy that looks at it."""
+
+    @cached_property
+    def requester_person(self) -> Person | None:
+        """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
+        return self.requester_person_of()
 
     @cached_property
     def candidates(self) -> list[ResponseInfo]:
@@ -202,13 +212,19 @@ class ResponseContext:
 ResponsePolicy = Callable[[ResponseContext], Any]
 
 
+def answered_by_requesters_person(ctx: ResponseContext) -> bool:
+    """Whether the responder is the person who asked: two principals of one person count as that person."""
+    return ctx.responder_person is not None and ctx.responder_person == ctx.requester_person
+
+
 def requester_only(ctx: ResponseContext) -> dict[str, str]:
-    """The default response policy: the requester or an operator; anyone verified when the requester was anonymous."""
+    """The default response policy: the requester (any principal of the requester's person) or an operator;
+    anyone verified when the requester was anonymous."""
     responder = ctx.response.responder
     requester = ctx.request.requested_by
     if responder.authenticator == "operator":
         return {"status": "allowed"}
-    if requester is None or requester.same_as(responder):
+    if requester is None or requester.same_as(responder) or answered_by_requesters_person(ctx):
         return {"status": "allowed"}
     return {"status": "rejected", "reason": f"only {requester.display_name} may answer this request"}
 
@@ -250,14 +266,17 @@ def judged_at_once(policy: ResponsePolicy) -> bool:
 
 @dataclass(frozen=True)
 class escalated:  # noqa: N801 - a response policy, read as a word like the request policies
-    """The response policy of an escalated request: the escalation's approvers (principal ids) may settle it too;
-    anyone else is judged by the request's own policy (`base`), so its first approvers keep their right."""
+    """The response policy of an escalated request: the escalation's approvers (principal ids; any principal of
+    their person too) may settle it too; anyone else is judged by the request's own policy (`base`), so its first
+    approvers keep their right."""
 
     base: ResponsePolicy
     principal_ids: frozenset[str]
 
     def __call__(self, ctx: ResponseContext) -> Any:
-        if ctx.response.responder.principal_id in self.principal_ids:
+        person = ctx.responder_person
+        if ctx.response.responder.principal_id in self.principal_ids \
+                or (person is not None and not self.principal_ids.isdisjoint(person.principals)):
             return {"status": "allowed"}
         return self.base(ctx)
 

@@ -44,7 +44,24 @@ class Principal(WireModel):
 
     @property
     def display_name(self) -> str:
+        """How messages name them: a person's principal as the person and the channel ("Alice Ng via SMS", see
+        engine/people.py), else their name on the platform, else the principal id."""
+        person = self.attributes.get("personName")
+        if person:
+            via = channel_word(self)
+            return f"{person} via {via}" if via else str(person)
         return str(self.attributes.get("userName") or self.attributes.get("login") or self.principal_id)
+
+
+VIA = {"slack": "Slack", "twilio": "SMS", "github": "GitHub", "api-key": "the API"}
+"""The channel a principal answers through, in words, by authenticator (an operator's is not said: the CLI or a key)."""
+
+
+def channel_word(principal: Principal) -> str | None:
+    """"Slack", "SMS", "WhatsApp", "GitHub", "the API", or None (an operator, the app)."""
+    if principal.principal_id.startswith("twilio:whatsapp:"):
+        return "WhatsApp"
+    return VIA.get(principal.authenticator)
 
 
 APP_PRINCIPAL = Principal(authenticator="app", issuer="hitl", principal_type="runtime", principal_id="app")

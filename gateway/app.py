@@ -9,7 +9,7 @@ from engine.jobs.executors import InlineExecutor
 from engine.jobs.recovery import HandOverPoll, Sweeper
 from engine.jobs.runtime import Runtime
 
-from . import api, body_limit, console, errors, github, health, metrics, openapi, slack, twilio
+from . import api, body_limit, console, errors, github, health, metrics, openapi, people, slack, twilio
 from .changes import Changes
 from .compose import build_runtime
 from .settings import Settings, load_settings
@@ -31,6 +31,7 @@ def create_app(settings: Settings | None = None, rt: Runtime | None = None) -> F
     errors.init_app(app)
     body_limit.init_app(app)
     app.register_blueprint(api.bp)
+    app.register_blueprint(people.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(openapi.bp)
     app.register_blueprint(metrics.bp)

@@ -1,5 +1,5 @@
 """The `hitl` command: serve, worker, slack-socket, mcp and db upgrade here; the operator's commands (requests,
-answer, sessions, show, resume, sweep) in `cli_operator`."""
+answer, sessions, show, resume, sweep) in `cli_operator`, people and groups in `cli_people`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from engine.errors import EngineError
 from engine.jobs.recovery import Sweeper
 
 from .cli_operator import add_operator_commands
+from .cli_people import add_people_commands
 from .compose import build_runtime, open_database
 from .settings import ConfigurationError, describe, described, load_settings
 from .stream import redact_access_token
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("upgrade", help="apply migrations up to head").set_defaults(handler=cmd_db_upgrade)
     add_operator_commands(commands)
+    add_people_commands(commands)
 
     commands.add_parser("mcp", help="serve the ask_human and request_approval tools to an MCP client over stdio "
                                     "(HITL_URL, HITL_API_KEY)",

@@ -215,7 +215,11 @@ def timestamp(iso: str | None) -> str:
 
 
 def who(principal: dict[str, Any] | None) -> str:
-    return f"{principal['principalId']} ({principal['authenticator']})" if principal else "-"
+    """`slack:T1:U1 (slack)`; a person's principal with the person: `twilio:+15551230001 (twilio, Alice Ng)`."""
+    if not principal:
+        return "-"
+    person = (principal.get("attributes") or {}).get("personName")
+    return f"{principal['principalId']} ({principal['authenticator']}{f', {person}' if person else ''})"
 
 
 def cmd_sessions(args: argparse.Namespace) -> None:

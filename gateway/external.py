@@ -8,12 +8,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.answers.edits import schema_refused
 from engine.answers.external import NewRequest, Place
 from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
 from engine.jobs.runtime import Runtime
 
 from .errors import ApiError, field_problems
-from .schemas import MAX_METADATA_BYTES, PlaceSpec
+from .schemas import MAX_METADATA_BYTES, MAX_SCHEMA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
 
 
@@ -39,7 +40,8 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
                for o in body.options or []]
     return NewRequest(
         kind=body.kind, prompt=body.prompt, tool_name=body.action.tool_name if body.action else None,
-        tool_input=body.action.input if body.action else None, options=options,
+        tool_input=body.action.input if body.action else None, editable=bool(body.editable),
+        input_schema=body.action.input_schema if body.action else None, options=options,
         allow_freeform=bool(body.allow_freeform), approvers=body.approvers or [], expires_in=body.expires_in,
         place=Place(*place(rt, body.to.channel, body.to.address, "to.")) if body.to else None,
         idempotency_key=body.idempotency_key, callback_url=body.callback_url, metadata=body.metadata,
@@ -53,15 +55,30 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
         problems = [] if body.action else [("action", "a tool approval needs its action: {toolName, input}")]
         problems += [(name, "only a question has it") for name, value in (
             ("options", body.options), ("allowFreeform", body.allow_freeform)) if value is not None]
-        return problems
+        return problems + input_schema_problems(body)
     problems = [] if body.prompt else [("prompt", "a question needs its prompt")]
-    if body.action is not None:
-        problems.append(("action", "only a tool approval has it"))
+    problems += [(name, "only a tool approval has it") for name, value in (
+        ("action", body.action), ("editable", body.editable)) if value is not None]
     for what in ("id", "label"):
         seen = [str(getattr(o, what) or o.label).strip().lower() for o in body.options or []]
         if len(set(seen)) < len(seen):
             problems.append(("options", f"two options have the same {what} (compared without case)"))
     return problems
+
+
+def input_schema_problems(body: NewRequestBody) -> list[tuple[str, str]]:
+    """An input schema goes with `editable: true`, and must be a JSON Schema that can check edits (and is stored
+    with the request: at most MAX_SCHEMA_BYTES of JSON)."""
+    schema = body.action.input_schema if body.action else None
+    if schema is None:
+        return []
+    if not body.editable:
+        return [("action.inputSchema", "only an editable approval has it (add \"editable\": true)")]
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        return [("action.inputSchema", f"at most {MAX_SCHEMA_BYTES} bytes of JSON")]
+    assert body.action is not None
+    refused = schema_refused(schema, body.action.input)
+    return [("action.inputSchema", refused)] if refused else []
 
 
 def time_problems(body: NewRequestBody) -> list[tuple[str, str]]:

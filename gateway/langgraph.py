@@ -14,7 +14,10 @@
 into requests (the idempotency key is the thread id and the interrupt id, so a re-run never asks twice) and resumes
 the thread with `Command(resume=...)` once they close. It understands the interrupts of LangChain's
 `HumanInTheLoopMiddleware` too (batched `action_requests` and per-call `tool_approval`): each action is a
-tool-approval request, and its outcome a decision (`approve`, or `reject` with the person's note).
+tool-approval request, and its outcome a decision (`approve`, or `reject` with the person's note). An action whose
+`allowed_decisions` take `edit` is an editable request, checked by the tool's argument schema where it is known (a
+per-call interrupt's `response_schema`, a review config's `args_schema`, or the runner's `tools`); approved with
+changes, its decision is `edit` with the approved args.
 
 It imports only the standard library, `requests`, gateway.client and LangGraph (with langchain_core's
 RunnableConfig, which LangGraph brings).
@@ -23,9 +26,10 @@ RunnableConfig, which LangGraph brings).
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -123,20 +127,27 @@ class Plan:
     resume: Callable[[list[dict[str, Any]]], Any]
 
 
-def plan(pending: Interrupt) -> Plan:
-    """The requests an interrupt of `ask_people` or of LangChain's HumanInTheLoopMiddleware asks."""
+def plan(pending: Interrupt, schemas: Mapping[str, dict[str, Any]] | None = None) -> Plan:
+    """The requests an interrupt of `ask_people` or of LangChain's HumanInTheLoopMiddleware asks; `schemas` are the
+    argument schemas of tools by name (for an editable action no interrupt gives one of)."""
+    schemas = schemas or {}
     value = pending.value
     if isinstance(value, dict) and value.get("type") == REQUEST:
         return Plan([value["request"]], lambda closed: closed[0])
     if isinstance(value, dict) and "action_requests" in value and "review_configs" in value:  # batched
-        allowed = {config["action_name"]: config["allowed_decisions"] for config in value["review_configs"]}
+        configs = {config["action_name"]: config for config in value["review_configs"]}
+        asks = []
         for action in value["action_requests"]:
-            check_decisions(action["name"], allowed.get(action["name"]))
-        return Plan([approval_of(action) for action in value["action_requests"]],
-                    lambda closed: {"decisions": [decision(request) for request in closed]})
+            config = configs.get(action["name"], {})
+            check_decisions(action["name"], config.get("allowed_decisions"))
+            asks.append(approval_of(action, config.get("allowed_decisions"),
+                                    config.get("args_schema") or schemas.get(action["name"])))
+        return Plan(asks, lambda closed: {"decisions": [decision(request) for request in closed]})
     if isinstance(value, dict) and value.get("type") == "tool_approval":  # the middleware's per_call mode
-        check_decisions(value["name"], decision_types(pending.response_schema))
-        return Plan([approval_of(value)], lambda closed: decision(closed[0]))
+        allowed = decision_types(pending.response_schema)
+        check_decisions(value["name"], allowed)
+        schema = edit_args_schema(pending.response_schema) or schemas.get(value["name"])
+        return Plan([approval_of(value, allowed, schema)], lambda closed: decision(closed[0]))
     raise UnsupportedInterrupt(f"interrupt {pending.id} is neither ask_people's nor HumanInTheLoopMiddleware's: "
                                f"{value!r:.200}")
 
@@ -157,17 +168,58 @@ def decision_types(schema: dict[str, Any] | type | None) -> list[str] | None:
     return found or None
 
 
-def approval_of(action: Mapping[str, Any]) -> dict[str, Any]:
-    """A middleware's action (`name`, `args`, `description`) as a tool-approval request."""
-    return {"kind": "tool-approval", "tool": action["name"], "input": action["args"],
-            "prompt": (action.get("description") or "")[:MAX_PROMPT] or None}
+def edit_args_schema(schema: dict[str, Any] | type | None) -> dict[str, Any] | None:
+    """The args an `edit` decision of a per-call interrupt's `response_schema` takes, as a JSON Schema of its own
+    (with the definitions it refers to); None when it takes no edit or does not say (any object)."""
+    if not isinstance(schema, dict):
+        return None
+    defs = schema.get("$defs", {})
+    edits = [s for s in [schema, *defs.values()] if s.get("properties", {}).get("type", {}).get("const") == "edit"]
+    action = edits[0]["properties"].get("edited_action", {}) if edits else {}
+    action_name = str(action.get("$ref", "")).removeprefix("#/$defs/")
+    args = defs.get(action_name, action).get("properties", {}).get("args")
+    if not isinstance(args, dict):
+        return None
+    args = defs.get(str(args.get("$ref", "")).removeprefix("#/$defs/"), args)
+    if not args.get("properties"):  # any object (no tool to take a schema from)
+        return None
+    kept = {name: shape for name, shape in defs.items()  # what the args may refer to: not the decisions' shapes
+            if name != action_name and "const" not in shape.get("properties", {}).get("type", {})}
+    return {**args, "$defs": kept} if kept and "$ref" in json.dumps(args) else args
+
+
+def tool_schemas(tools: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """The argument schemas of LangChain tools (what the model sees: `tool_call_schema`), by name."""
+    found = {}
+    for tool in tools:
+        schema = getattr(tool, "tool_call_schema", None)
+        if isinstance(schema, dict):
+            found[tool.name] = schema
+        elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+            found[tool.name] = schema.model_json_schema()
+    return found
+
+
+def approval_of(action: Mapping[str, Any], allowed: list[str] | None = None,
+                schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A middleware's action (`name`, `args`, `description`) as a tool-approval request: editable when its
+    `allowed` decisions take `edit`, its edits checked by `schema` (None: any object)."""
+    ask = {"kind": "tool-approval", "tool": action["name"], "input": action["args"],
+           "prompt": (action.get("description") or "")[:MAX_PROMPT] or None}
+    if allowed is not None and "edit" in allowed:
+        ask |= {"editable": True, "input_schema": schema}
+    return ask
 
 
 def decision(closed: dict[str, Any]) -> dict[str, Any]:
-    """A closed tool approval as the middleware's decision: approved, `approve`; denied, `reject` with the note as
-    its message; expired or cancelled, `reject` saying nobody approved it."""
+    """A closed tool approval as the middleware's decision: approved, `approve` (approved with changes, `edit`
+    with the args approved); denied, `reject` with the note as its message; expired or cancelled, `reject` saying
+    nobody approved it."""
     if closed["outcome"] == "approved":
-        return {"type": "approve"}
+        edited = (closed.get("response") or {}).get("input")
+        if edited is None:
+            return {"type": "approve"}
+        return {"type": "edit", "edited_action": {"name": closed["action"]["toolName"], "args": edited}}
     note = (closed.get("response") or {}).get("text") if closed["outcome"] == "denied" else \
         f"nobody approved it (the request {closed['outcome']})"
     return {"type": "reject", "message": note} if note else {"type": "reject"}
@@ -215,7 +267,8 @@ class HitlGraphRunner:
     `ask_people` or of HumanInTheLoopMiddleware a thread parks on.
 
     `to`, `approvers` and `expires_in` are the defaults of its requests (a middleware's always; `ask_people`'s
-    where it gives none). With `callback_url`, every request is opened with it, so the gateway POSTs the outcome
+    where it gives none). `tools` (LangChain tools) give the argument schemas of the middleware's editable actions
+    that its interrupts do not. With `callback_url`, every request is opened with it, so the gateway POSTs the outcome
     there: `resume_from_callback` checks the signature with `callback_secret` (default HITL_CALLBACK_SECRET) and
     resumes the thread. Keep these settings the same across runs of a thread: an idempotency key used again with
     another request body is the API's 409 `idempotency_conflict`. Each thread is advanced by one call at a time in
@@ -223,8 +276,10 @@ class HitlGraphRunner:
 
     def __init__(self, graph: Pregel, client: HitlClient, *, to: dict[str, Any] | None = None,
                  approvers: list[str] | None = None, expires_in: int | None = None,
-                 callback_url: str | None = None, callback_secret: str | None = None) -> None:
+                 callback_url: str | None = None, callback_secret: str | None = None,
+                 tools: Iterable[Any] = ()) -> None:
         self.graph, self.client = graph, client
+        self.schemas = tool_schemas(tools)
         self.to, self.approvers, self.expires_in = to, approvers, expires_in
         self.callback_url, self.callback_secret = callback_url, callback_secret
         self.locks = [threading.Lock() for _ in range(LOCKS)]
@@ -299,7 +354,7 @@ class HitlGraphRunner:
         thread_id = thread_of(config)
         found = []
         for pending in self.graph.get_state(config).interrupts:
-            asks = plan(pending)
+            asks = plan(pending, self.schemas)
             requests = [self.open(ask, idempotency_key(thread_id, pending.id, index),
                                   {"langgraph": {"threadId": thread_id, "interruptId": pending.id, "index": index}})
                         for index, ask in enumerate(asks.asks)]

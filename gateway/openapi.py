@@ -18,6 +18,18 @@ from pydantic.json_schema import JsonSchemaMode
 
 from engine.protocol import ResponseBody
 
+from .people import (
+    GroupDeleted,
+    GroupList,
+    GroupOut,
+    GroupUpdate,
+    NewGroup,
+    NewPerson,
+    PersonDeleted,
+    PersonList,
+    PersonOut,
+    PersonUpdate,
+)
 from .schemas import (
     Error,
     EventList,
@@ -26,13 +38,13 @@ from .schemas import (
     ExternalInputRequest,
     Health,
     HistoryQuery,
-    InboxRequest,
     InputRequest,
     Me,
     MessagePosted,
     NewRequest,
     NewSession,
     PendingInbox,
+    RequestDetail,
     RequestList,
     RequestQuery,
     RequestsQuery,
@@ -59,16 +71,18 @@ ERRORS = {
     403: "Not a loopback client (or a Host or Origin not its own, or one a proxy forwards) while no API keys are "
          "set, (answers) a response the policy refused or an agent's key, (cancel) another person's turn or another "
          "agent's request, (new request) a user's key, or (metrics) a key that is not an operator's",
-    404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md)",
+    404: "Unknown session or request, or one this key may not see (the same answer: docs/access.md); (people and "
+         "groups) an unknown name, or a key that is not an operator's",
     409: "The request is no longer open, (cancel) the session has no turn to cancel or the request is an agent's in "
-         "the gateway, or (new request) its idempotency key was used with another body",
+         "the gateway, (new request) its idempotency key was used with another body, or (people and groups) the "
+         "name is taken or a principal is already another person's (`details.principal`)",
     413: "A body over 1 MiB",
     415: "A body not sent as `application/json`",
     422: "An option the request does not have, text where none is accepted, a blank message, an edited `input` that "
          "does not fit the request's `action.inputSchema` (`details.fields` names each field), an `input` for a "
          "request that is not editable or with another option than approve, (new session or request) a channel that "
-         "is not configured or an address it cannot use, or (new request) a field that does not fit, named in "
-         "`details`",
+         "is not configured or an address it cannot use, (new request) a field that does not fit, named in "
+         "`details`, or (people and groups) a name, principal id or member that cannot be one (`details.field`)",
 }
 AUTH = (400, 401, 403)
 
@@ -88,6 +102,26 @@ class Route:
     public: bool = False
     notes: dict[int, str] = field(default_factory=dict)
 
+
+OPERATORS = (*AUTH, 404)
+"""People and groups are an operator's: any other key gets 404 on their routes (docs/access.md)."""
+PEOPLE_ROUTES = (
+    Route("/api/people", "post", "Name a person and link the principals they use (operator)",
+          {201: {JSON: PersonOut}}, (*OPERATORS, 409, 422), body=NewPerson),
+    Route("/api/people", "get", "Every person, by name (operator)", {200: {JSON: PersonList}}, OPERATORS),
+    Route("/api/people/{name}", "get", "One person (operator)", {200: {JSON: PersonOut}}, OPERATORS),
+    Route("/api/people/{name}", "put", "Replace a person's display name and principals (operator)",
+          {200: {JSON: PersonOut}}, (*OPERATORS, 409, 422), body=PersonUpdate),
+    Route("/api/people/{name}", "delete", "Delete a person: their principals count on their own again, and they "
+          "leave their groups (operator)", {200: {JSON: PersonDeleted}}, OPERATORS),
+    Route("/api/groups", "post", "Name a group of people and principals (operator)",
+          {201: {JSON: GroupOut}}, (*OPERATORS, 409, 422), body=NewGroup),
+    Route("/api/groups", "get", "Every group, by name (operator)", {200: {JSON: GroupList}}, OPERATORS),
+    Route("/api/groups/{name}", "get", "One group (operator)", {200: {JSON: GroupOut}}, OPERATORS),
+    Route("/api/groups/{name}", "put", "Replace a group's members (operator)",
+          {200: {JSON: GroupOut}}, (*OPERATORS, 422), body=GroupUpdate),
+    Route("/api/groups/{name}", "delete", "Delete a group (operator)", {200: {JSON: GroupDeleted}}, OPERATORS),
+)
 
 ROUTES = (
     Route("/api/me", "get", "Who this key acts as, and its role (operator, user or agent)", {200: {JSON: Me}}),
@@ -115,13 +149,14 @@ ROUTES = (
           {201: {JSON: ExternalInputRequest}, 200: {JSON: ExternalInputRequest}}, (*AUTH, 409, 422), body=NewRequest,
           notes={201: "Opened", 200: "The request this idempotency key opened before, as it is now"}),
     Route("/api/requests/{requestId}", "get", "One input request; with `wait`, a long-poll until it closes",
-          {200: {JSON: InboxRequest | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
+          {200: {JSON: RequestDetail | ExternalInputRequest}}, (*AUTH, 404), query=RequestQuery,
           notes={200: "The request (an external one with its approvers, metadata and callback)"}),
     Route("/api/requests/{requestId}/cancel", "post", "Close an external request `cancelled` (its agent, or an "
           "operator)", {200: {JSON: ExternalInputRequest}}, (*AUTH, 404, 409)),
     Route("/api/requests/{requestId}", "patch", "Answer one input request",
           {200: {JSON: InputRequest}, 202: {JSON: InputRequest}}, (*AUTH, 404, 409, 422), body=ResponseBody,
           notes={200: "Settled by this response", 202: "Recorded; a response policy waits for more responses"}),
+    *PEOPLE_ROUTES,
     Route("/api/openapi.json", "get", "This document", {200: {JSON: dict[str, Any]}}, (), public=True),
     Route("/healthz", "get", "The database, and Redis when configured",
           {200: {JSON: Health}, 503: {JSON: Health}}, (), public=True, notes={503: "A check failed"}),

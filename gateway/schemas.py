@@ -84,12 +84,19 @@ class SessionInput(StrictWireModel):
         return self
 
 
+MAX_SCHEMA_BYTES = 64 * 1024
+"""An editable external request's `action.inputSchema`, stored with it: at most this many bytes of JSON."""
+
+
 class ToolCallSpec(StrictWireModel):
     """The call a tool approval asks about, as the agent describes it."""
 
     kind: Literal["tool-call"] = "tool-call"
     tool_name: Annotated[str, Field(min_length=1, max_length=200)]
     input: dict[str, Any] = Field(default_factory=dict)
+    input_schema: Omittable[dict[str, Any]] = omitted(
+        f"with editable: the JSON Schema an edited input must fit (at most {MAX_SCHEMA_BYTES} bytes of JSON); none: "
+        "any JSON object")
 
 
 class OptionSpec(StrictWireModel):
@@ -134,6 +141,9 @@ class NewRequest(StrictWireModel):
     prompt: Omittable[Annotated[str, Field(min_length=1, max_length=4000)]] = omitted(
         "what people are asked; a tool approval's defaults to `Approve <toolName>?`")
     action: Omittable[ToolCallSpec] = omitted("tool approvals: the call")
+    editable: Omittable[bool] = omitted(
+        "tool approvals: it may be approved with another input (`{optionId: approve, input}`), which must fit "
+        "action.inputSchema")
     options: Omittable[Annotated[list[OptionSpec], Field(min_length=2, max_length=5)]] = omitted(
         "questions: 2 to 5 options (none: a free-text answer)")
     allow_freeform: Omittable[bool] = omitted("questions: a typed answer is taken too (always, without options)")
@@ -268,7 +278,25 @@ class CallbackState(WireModel):
     next_attempt_at: datetime | None
 
 
-class ExternalInputRequest(InboxRequest):
+class EscalateOut(WireModel):
+    after: float | None = Field(description="seconds pending before it escalates")
+    to: list[PlaceSpec] = Field(description="where it is also shown then")
+    approvers: list[str] = Field(description="principal ids who may settle it too from then on")
+
+
+class RemindOut(WireModel):
+    every: float = Field(description="seconds between reminders")
+    max: int = Field(description="at most this many")
+
+
+class RequestDetail(InboxRequest):
+    """One InputRequest (GET /api/requests/<id>): with its reminders and escalation as it was opened with them."""
+
+    remind: RemindOut | None = Field(description="its reminders (null: none)")
+    escalate: EscalateOut | None = Field(description="its escalation (null: none)")
+
+
+class ExternalInputRequest(RequestDetail):
     """An external request (POST /api/requests): an InputRequest with no turn, and what its agent gave."""
 
     approvers: list[str] = Field(description="who may settle it (none: anyone its place admits); operators too")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.channels.contract import (
@@ -60,6 +60,8 @@ from .verify import SIGNATURE_HEADER, verify_github_signature
 log = logging.getLogger(__name__)
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+ACCOUNT = re.compile(r"github:([0-9]+)")
+"""A GitHub principal id: its account id (github_principal, adapters/github/parse.py)."""
 REACTIONS = {"received": "eyes", "settled": "+1", "refused": "-1", "ignored": "-1"}
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 """GitHub's repository roles, least first."""
@@ -126,10 +128,26 @@ class GithubChannel:
         return str(self.client.create_comment(repository, issue, render_message(text)))
 
     def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
-        """A comment mentioning who asked; a reply to the prompt still answers the prompt (the reminder is no
+        """A comment mentioning who asked and the GitHub accounts among the approvers its escalation added (by
+        login: `logins`); a reply to the prompt still answers the prompt (the reminder is no
         prompt: `replied_to` takes the prompt posted last before a reply)."""
         repository, issue = address_place(session.address)
-        return str(self.client.create_comment(repository, issue, render_reminder_comment(request)))
+        approvers = self.logins(reminder.approvers)
+        return str(self.client.create_comment(repository, issue, render_reminder_comment(request, approvers)))
+
+    def logins(self, principal_ids: Sequence[str]) -> list[str]:
+        """The logins of the GitHub accounts among `principal_ids` (`github:<account id>`), asked of GitHub (and
+        cached by the client); an account GitHub does not tell about is logged and left out."""
+        found = []
+        for principal_id in principal_ids:
+            account = ACCOUNT.fullmatch(principal_id)
+            if account is None:
+                continue
+            try:
+                found.append(self.client.login(int(account[1])))
+            except (ChannelUnavailable, GithubError) as exc:
+                log.warning("not mentioning %s: GitHub did not give its login (%s)", principal_id, exc)
+        return found
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""

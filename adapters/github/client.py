@@ -1,4 +1,4 @@
-"""A small GitHub REST client on `requests`: issue comments, reactions and collaborator permissions.
+"""A small GitHub REST client on `requests`: issue comments, reactions, collaborator permissions and logins.
 
 `api_url` is https://api.github.com, a GitHub Enterprise server's `https://<host>/api/v3`, or a test server.
 Rate limits, 5xx answers and network failures raise `engine.channels.contract.ChannelUnavailable`: a delivery
@@ -24,6 +24,8 @@ from .errors import GithubApiError
 API_VERSION = "2022-11-28"
 PERMISSION_TTL = 60.0
 """Seconds a collaborator's role is reused (per process): a burst of replies asks GitHub once."""
+LOGIN_TTL = 3600.0
+"""Seconds an account's login is reused (per process; a login can change, its account id never does)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class GithubClient:
             "X-GitHub-Api-Version": API_VERSION, "User-Agent": "hitl-gateway",
         })
         self._roles: dict[tuple[str, str], tuple[CollaboratorRole, float]] = {}
+        self._logins: dict[int, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
     def create_comment(self, repository: str, issue: int, body: str) -> int:
@@ -85,6 +88,19 @@ class GithubClient:
         with self._lock:
             self._roles[key] = (role, now + PERMISSION_TTL)
         return role
+
+    def login(self, account_id: int) -> str:
+        """The login of the account `account_id` (`GET /user/{account_id}`), reused for LOGIN_TTL seconds. Raises
+        ChannelUnavailable or GithubApiError (an unknown account: 404) when GitHub does not say."""
+        now = self.clock()
+        with self._lock:
+            cached = self._logins.get(account_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        login = str(self.call("GET", f"/user/{account_id}", timeout=self.permission_timeout).json()["login"])
+        with self._lock:
+            self._logins[account_id] = (login, now + LOGIN_TTL)
+        return login
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None,
              timeout: float | None = None) -> requests.Response:

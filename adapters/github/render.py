@@ -7,6 +7,7 @@ GitHub way to answer and keeps text we did not write (the model's prompt, tool i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from engine.answers.forms import Problem, form_fields
 from engine.channels.contract import QueuePosition, render_reminder, render_settled, render_text
@@ -52,13 +53,14 @@ def render_settled_prompt(request: InputRequestOut) -> str:
                                           INPUT_LIMIT)))
 
 
-def render_reminder_comment(request: InputRequestOut) -> str:
-    """A reminder that mentions who asked (when they are a GitHub user: they are notified) and says how to answer
-    the prompt above."""
+def render_reminder_comment(request: InputRequestOut, approvers: Sequence[str] = ()) -> str:
+    """A reminder that mentions who asked (when they are a GitHub user: they are notified) and the `approvers`
+    (logins), and says how to answer the prompt above."""
     requester = request.requested_by
     login = requester.attributes.get("login") if requester and requester.authenticator == "github" else None
+    who = " ".join(f"@{name}" for name in dict.fromkeys([*([login] if login else []), *approvers]))
     text = quiet_mentions(render_reminder(request, how_to_answer(request), INPUT_LIMIT))
-    return fit(f"@{login} {text}" if login else text)
+    return fit(f"{who} {text}" if who else text)
 
 
 def render_message(text: str) -> str:

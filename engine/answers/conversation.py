@@ -28,6 +28,7 @@ from engine.answers.settlement import close_request
 from engine.answers.submit import ResponseResult, submit_responses
 from engine.errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, RequestClosed
 from engine.jobs.runtime import Runtime
+from engine.people import one_person
 from engine.protocol import InputResponse, Principal
 from engine.store.access import answers_requests
 from engine.store.events import add_message, emit_received
@@ -87,10 +88,10 @@ def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_reque
     """A message that answers nothing, to a session whose turn has started: a note while its session-limit prompt
     waits, a steer from the turn's own person (which closes the turn's own requests only), else a queued turn."""
     own = [r for r in open_requests if r.turn_id == turn.id]
-    if own and own[0].kind == "session-limit" and owns(turn, principal):
+    if own and own[0].kind == "session-limit" and owns(db, turn, principal):
         note(rt, db, turn, principal, text)  # read once the person lets the turn continue
         return Posted("noted", turn.id)
-    if owns(turn, principal) and (turn_policy == "steer" or holds_approval(own)):
+    if owns(db, turn, principal) and (turn_policy == "steer" or holds_approval(own)):
         steer(rt, db, turn, own, principal, text)
         return Posted("steered", turn.id)
     return Posted("queued", queue_turn(rt, db, session, principal, text))
@@ -102,18 +103,19 @@ def not_started(db: DbSession, turn: Turn) -> bool:
     return turn.status == TurnStatus.QUEUED and latest_run(db, turn.id) is None
 
 
-def owns(turn: Turn, principal: Principal | None) -> bool:
+def owns(db: DbSession, turn: Turn, principal: Principal | None) -> bool:
+    """Whether `principal` is the turn's own person: the principal that asked, or another of its person's."""
     requester = turn.requested_by
     if principal is None or requester is None:
         return principal is None and requester is None
-    return principal.same_as(Principal.model_validate(requester))
+    return one_person(db, principal, Principal.model_validate(requester))
 
 
-def may_cancel(turn: Turn, principal: Principal | None) -> bool:
+def may_cancel(db: DbSession, turn: Turn, principal: Principal | None) -> bool:
     """The turn's own person, an operator, or anyone verified when the turn's person was anonymous."""
     if principal is not None and (principal.authenticator == "operator" or turn.requested_by is None):
         return True
-    return owns(turn, principal)
+    return owns(db, turn, principal)
 
 
 def holds_approval(open_requests: list[InputRequest]) -> bool:
@@ -145,7 +147,7 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
         if current is None:
             raise Conflict("the session has no turn to cancel", {"sessionId": session_id})
         turn = lock_turn(db, current.id, session_id)
-        if not may_cancel(turn, principal):
+        if not may_cancel(db, turn, principal):
             raise NotPermitted(f"only {Principal.model_validate(turn.requested_by).display_name} or an operator may "
                                "cancel this turn", {"sessionId": session_id, "turnId": turn.id})
         for request in open_in_order(db, InputRequest.turn_id == turn.id):

@@ -2,7 +2,8 @@
 
 A call runs with exactly the input that was approved (rule 10: `input_hash` is checked before it runs). An
 editable approval may be approved with another input: it must fit what the request says it takes (an in-process
-tool's input model, `model_problems`); the call then runs with it, and a `once()` grant covers that input only
+tool's input model, `model_problems`; an external request's JSON Schema, `schema_problems`); the call then runs
+with it, and a `once()` grant covers that input only
 (`input_grant`). The request keeps the input proposed (`action.input`), its response the input approved.
 """
 
@@ -14,7 +15,10 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from jsonschema import SchemaError, validators
+from jsonschema import ValidationError as SchemaMismatch
 from pydantic import BaseModel, ValidationError
+from referencing.exceptions import Unresolvable
 
 from engine.errors import InvalidInput
 
@@ -27,6 +31,8 @@ INPUT_GRANT = "#input:"
 """Joins an approval key and the digest of one input in the key of a grant that covers that input only."""
 GRANT_DIGEST = 32
 """Hex characters of the input's digest in such a key (128 bits)."""
+UNRESOLVED = "its inputSchema refers to what it does not hold"
+"""The problem of an input checked against a schema with a `$ref` it cannot follow (nothing is fetched)."""
 SHOWN_VALUE = 80
 """A changed value is cut to this many characters in the summary of an edit."""
 
@@ -69,6 +75,44 @@ def model_problems(model: type[BaseModel]) -> Checker:
             return problems_of(exc)
         return []
     return check
+
+
+def schema_problems(schema: dict[str, Any]) -> Checker:
+    """The Checker of an external request: its `action.inputSchema`, by the draft its `$schema` names (2020-12 when
+    none). Each problem names its field by its path (`items.0.sku`; a missing property by its own name); a schema
+    that refers to what it does not hold (nothing is fetched) makes the input as a whole a problem."""
+    validator = validators.validator_for(schema, default=validators.Draft202012Validator)(schema)
+
+    def check(data: dict[str, Any]) -> list[Problem]:
+        try:
+            errors = sorted(validator.iter_errors(data), key=lambda e: [str(part) for part in e.absolute_path])
+        except Unresolvable as exc:
+            return [{"field": "input", "problem": f"{UNRESOLVED}: {exc}"}]
+        return [{"field": field_of(error), "problem": error.message} for error in errors]
+    return check
+
+
+def field_of(error: SchemaMismatch) -> str:
+    """The field a JSON Schema error is about: its path, with a missing required property named."""
+    path = [str(part) for part in error.absolute_path]
+    if error.validator == "required" and isinstance(error.validator_value, list):
+        missing = next((str(name) for name in error.validator_value if error.message.startswith(repr(name))), None)
+        path += [missing] if missing is not None else []
+    return ".".join(path) or "input"
+
+
+def schema_refused(schema: dict[str, Any], proposed: dict[str, Any]) -> str | None:
+    """Why an external request's `inputSchema` cannot check its edits (not a JSON Schema, or it refers to what it
+    does not hold, found checking the input it proposes); None when it can. The proposed input need not fit it
+    (a model's call may not: people then fix it)."""
+    if not isinstance(schema.get("$schema", ""), str):
+        return "not a valid JSON Schema: its $schema is a URI naming a draft"
+    try:
+        validators.validator_for(schema, default=validators.Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        return f"not a valid JSON Schema: {exc.message}"
+    unresolved = [p["problem"] for p in schema_problems(schema)(proposed) if p["problem"].startswith(UNRESOLVED)]
+    return unresolved[0] if unresolved else None
 
 
 def checked_edit(request_id: str, tool_name: str, data: dict[str, Any], check: Checker) -> dict[str, Any]:

@@ -12,6 +12,8 @@ closes it and makes its callback due (engine/jobs/callbacks.py); an event stream
   session of its own on `api`: the console, the API and the CLI answer it.
 * Time: its reminders, escalation and on_timeout are an agent's request's (engine/answers/timers.py,
   docs/reminders-and-timeouts.md); approved on timeout, its callback hears the app's approval.
+* Edits: an editable approval may be approved with another input, checked against its `action.inputSchema`
+  (a JSON Schema; engine/answers/edits.py `schema_problems`), as an in-process tool's is against its input model.
 * Idempotency: a key is the requester's own. The same key again finds the request it made (whatever became of
   it), unless the body differs: IdempotencyConflict, and nothing changes.
 """
@@ -44,6 +46,8 @@ from engine.store.tables import ExternalRequest, InputRequest, RequestApprover
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
 
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+"""The input schema of an editable external request that gave none: any JSON object."""
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
 """Built once (see turns/transitions.py)."""
 
@@ -58,13 +62,16 @@ class Place:
 
 @dataclass(frozen=True)
 class NewRequest:
-    """A validated POST /api/requests body. Approvals: `tool_name` and `tool_input`; questions: `options` (each
+    """A validated POST /api/requests body. Approvals: `tool_name` and `tool_input`, and `editable` (approved with
+    another input, which must fit `input_schema`: any JSON object when None); questions: `options` (each
     `{id, label, description?}`) or none, and `allow_freeform`."""
 
     kind: Literal["tool-approval", "question"]
     prompt: str | None = None
     tool_name: str | None = None
     tool_input: dict[str, Any] | None = None
+    editable: bool = False
+    input_schema: dict[str, Any] | None = None
     options: list[dict[str, Any]] = field(default_factory=list)
     allow_freeform: bool = False
     place: Place | None = None
@@ -159,6 +166,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
                  "allow_freeform": False, "display": "confirmation",
                  "action": {"kind": "tool-call", "callId": new_id("call"), "toolName": new.tool_name,
                             "input": new.tool_input}}
+        if new.editable:  # (edits are checked by edit_checker, engine/answers/submit.py)
+            shown["action"] |= {"editable": True, "inputSchema": new.input_schema or ANY_OBJECT}
     else:
         assert new.prompt is not None
         shown = {"prompt": new.prompt, "options": new.options, "allow_freeform": new.allow_freeform or not new.options,

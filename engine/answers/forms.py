@@ -31,11 +31,12 @@ class FormField:
 
 
 def resolved(prop: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema a property stands for: a `$ref` to the schema's `$defs` looked up, a nullable one
-    (`anyOf: [X, {"type": "null"}]`) as X."""
+    """The schema a property stands for: a `$ref` to the schema's `$defs` (or draft-07's `definitions`) looked up,
+    a nullable one (`anyOf: [X, {"type": "null"}]`) as X."""
     ref = prop.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return resolved(schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {}), schema)
+    for where in ("$defs", "definitions"):
+        if isinstance(ref, str) and ref.startswith(f"#/{where}/"):
+            return resolved(schema.get(where, {}).get(ref.removeprefix(f"#/{where}/"), {}), schema)
     others = [option for option in prop.get("anyOf", []) if option.get("type") != "null"]
     if len(others) == 1 and len(prop["anyOf"]) > 1:
         return resolved(others[0], schema)

@@ -17,14 +17,12 @@ from engine.protocol import InputRequestOut, principal_or_none
 from engine.store.statuses import CallbackStatus, CallStatus, RequestStatus
 from engine.store.storage import new_id
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
+from engine.store.tx import Tx
 
 if TYPE_CHECKING:
     from engine.agent import Tool
 
 log = logging.getLogger(__name__)
-
-OPENED = "hitl_opened_requests"
-
 
 def open_request(
     db: DbSession,
@@ -63,13 +61,14 @@ def open_request(
     db.add(request)
     db.add_all(timers(request.request_id, schedule, now, channels or {}))
     if turn_id is not None:
-        db.info.setdefault(OPENED, set()).add(turn_id)
+        Tx.of(db).opened.add(turn_id)
     return request
 
 
 def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping[str, Any]) -> list[RequestTimer]:
     """The rows that make a request's reminders and escalation fall due (the first reminder `remind_every` after
-    it opens)."""
+    it opens); the escalation's row also keeps its `after` and its places as given, which the request shows
+    (`schedule_fields`)."""
     rows = []
     if schedule.remind_every is not None:
         rows.append(RequestTimer(request_id=request_id, kind="remind", every=schedule.remind_every,
@@ -78,7 +77,9 @@ def timers(request_id: str, schedule: Schedule, now: datetime, channels: Mapping
         rows.append(RequestTimer(request_id=request_id, kind="escalate",
                                  due_at=now + timedelta(seconds=schedule.escalate_after),
                                  data={"to": places_at(request_id, schedule.escalate_to, channels),
-                                       "approvers": list(schedule.escalate_approvers)}))
+                                       "approvers": list(schedule.escalate_approvers),
+                                       "after": schedule.escalate_after,
+                                       "given": [place.wire() for place in schedule.escalate_to]}))
     return rows
 
 
@@ -100,7 +101,7 @@ def places_at(request_id: str, places: Iterable[Place], channels: Mapping[str, A
 
 def opened_in(db: DbSession, turn_id: str) -> bool:
     """Whether this transaction opened a request of the turn (it is pending until the transaction commits)."""
-    return turn_id in db.info.get(OPENED, ())
+    return turn_id in Tx.of(db).opened
 
 
 def open_approval(
@@ -140,6 +141,20 @@ def external_fields(db: DbSession, request: InputRequest, external: ExternalRequ
     fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
               "metadata": external.request_metadata}
     return fields | {"callback": callback_state(external)} if callback else fields
+
+
+def schedule_fields(db: DbSession, request: InputRequest) -> dict[str, Any]:
+    """The request's reminders and escalation as it was opened with them, in POST /api/requests' words:
+    `remind` `{every, max}` and `escalate` `{after, to: [places], approvers}`, each null when it has none."""
+    rows = {timer.kind: timer for timer in db.execute(
+        select(RequestTimer).where(RequestTimer.request_id == request.request_id)).scalars()}
+    remind, escalate = rows.get("remind"), rows.get("escalate")
+    data = (escalate.data or {}) if escalate is not None else {}
+    return {
+        "remind": {"every": remind.every, "max": remind.max} if remind is not None else None,
+        "escalate": {"after": data.get("after"), "to": data.get("given", data.get("to", [])),
+                     "approvers": data.get("approvers", [])} if escalate is not None else None,
+    }
 
 
 def callback_state(external: ExternalRequest) -> dict[str, Any] | None:

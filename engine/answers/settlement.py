@@ -1,4 +1,17 @@
-"""Closing a request, whoever closes it (a response, a steer, a cancel, expiry): compare-and-set, events, effects."""
+"""An answer settles its request exactly once: the rule, and closing a request whoever closes it (a response, a
+steer, a cancel, expiry).
+
+Two checks, both under the turn's lock (`transitions.lock_for`), make it so:
+
+* A candidate is judged once (`judged_before`): its first verdict stands, whether the call that stored it or a
+  sweep that found it unjudged (`submit.judge_again`) applies it; the verdict is written by `judge_candidate`.
+* A request closes once (`close_request`): a compare-and-set on its pending status; whoever loses it is told
+  `ALREADY_SETTLED` (the candidate is `stale`).
+
+`engine.answers.submit.settle` applies a verdict through both. The layer below them is delivery dedupe, in
+engine/channels/inbound.py: a channel's retry of one item is stored once (`insert_once`) and applied once
+(`mark_processed`, or the `claim` `submit_responses` runs).
+"""
 
 from __future__ import annotations
 
@@ -14,8 +27,9 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import Principal, app_reason
 from engine.store.db import changed, write_row
 from engine.store.events import emit
-from engine.store.statuses import CallStatus, Outcome, RequestStatus, ResultStatus
-from engine.store.tables import ApprovalGrant, InputRequest, RequestPlace, ToolCall, Turn
+from engine.store.statuses import CallStatus, CandidateOutcome, Outcome, RequestStatus, ResultStatus
+from engine.store.tables import ApprovalGrant, InputRequest, RequestPlace, ResponseCandidate, ToolCall, Turn
+from engine.store.tx import Tx
 from engine.turns.calls import reject_call
 
 _CLOSE = update(InputRequest) \
@@ -25,7 +39,15 @@ _CLOSE = update(InputRequest) \
 columns."""
 _INSERT_GRANT = insert(cast(Table, ApprovalGrant.__table__))
 _PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
+_CANDIDATES = cast(Table, ResponseCandidate.__table__)
+_INSERT_CANDIDATE = insert(_CANDIDATES)
+_JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
+"""Built once (see turns/transitions.py); their parameters are named after their columns."""
+_JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
+    .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
 
+ALREADY_SETTLED = "the request was already settled"
+"""The reason a candidate that lost `close_request`'s compare-and-set is `stale`."""
 REJECTION_NOTES: dict[str, str] = {
     Outcome.IGNORED: "Ignored: the person sent a new message instead of answering",
     Outcome.CANCELLED: "Cancelled: the turn was cancelled",
@@ -96,3 +118,29 @@ def authorise_call(rt: Runtime, db: DbSession, request: InputRequest, responder:
     cancelled = request.outcome == Outcome.CANCELLED
     reject_call(rt, db, call, reason, request.session_id,
                 status=ResultStatus.CANCELLED if cancelled else ResultStatus.REJECTED)
+
+
+def judged_before(db: DbSession, candidate_id: str) -> tuple[str, str | None] | None:
+    """The verdict (outcome, reason) a stored candidate already has (a sweep judged it while a slow policy still
+    ran: the first verdict stands), read under the turn's lock; None if it has none. A candidate judged where it
+    is stored has none yet."""
+    if candidate_id in Tx.of(db).unjudged:
+        return None
+    done = db.execute(_JUDGED, {"candidate": candidate_id}).one()
+    return None if done.judged_at is None else (done.outcome, done.reason)
+
+
+def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = CandidateOutcome.PENDING,
+                    reason: str | None = None) -> None:
+    """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
+    verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
+    row = Tx.of(db).unjudged.pop(candidate_id, None)
+    if row is not None:
+        insert_candidate(db, {**row, **verdict})
+    else:
+        db.connection().execute(_JUDGE_CANDIDATE, {"candidate": candidate_id, **verdict})
+
+
+def insert_candidate(db: DbSession, row: dict[str, Any]) -> None:
+    """Store a candidate's row (its columns by name)."""
+    db.connection().execute(_INSERT_CANDIDATE, row)

@@ -1,13 +1,11 @@
-"""Where every response to a request goes: `submit_responses()`, called by the REST API and the operator CLI, and by
-the channels through `conversation.receive_responses` (a late answer there becomes a note) and `post_message` (a typed
-reply that answers the first open request).
+"""The one entry point for answers: every channel and the API call `submit_responses()`.
 
 Each response is first stored as a pending ResponseCandidate, then judged by the response policy
 (outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
-first verdict applied stands.
+first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule.
 """
 
 from __future__ import annotations
@@ -18,20 +16,31 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
-from engine.answers.edits import Checker, Problem, changes, checked_edit, model_problems, read_stored, stored_text
-from engine.answers.external import external_policy
+from engine.answers.edits import (
+    Checker,
+    Problem,
+    changes,
+    checked_edit,
+    model_problems,
+    read_stored,
+    schema_problems,
+    stored_text,
+)
+from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable, request_out
 from engine.answers.options import outcome_of, read_response
-from engine.answers.settlement import close_request
-from engine.answers.timers import escalated_approvers
+from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
+from engine.answers.timers import escalated_approvers, places_on
+from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
+from engine.people import Person, linked_person, person_of, with_person
 from engine.policies import (
     ResponseContext,
     ResponseInfo,
@@ -47,24 +56,16 @@ from engine.store.events import emit
 from engine.store.statuses import CandidateOutcome, RequestStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
+from engine.store.tx import Tx
 from engine.turns.call_policies import session_info
 from engine.turns.transitions import lock_for, schedule_resume
 
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
-UNJUDGED = "hitl_unjudged_candidates"
-"""`db.info` key: the rows of the candidates this transaction judges before it inserts them, by id."""
-_CANDIDATES = cast(Table, ResponseCandidate.__table__)
-_INSERT_CANDIDATE = insert(_CANDIDATES)
-_JUDGE_CANDIDATE = update(_CANDIDATES).where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
-"""Built once (see turns/transitions.py); their parameters are named after their columns."""
-_JUDGED = select(_CANDIDATES.c.outcome, _CANDIDATES.c.reason, _CANDIDATES.c.judged_at) \
-    .where(_CANDIDATES.c.candidate_id == bindparam("candidate"))
 _STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateOutcome.PENDING: "pending",
                                   CandidateOutcome.STALE: "stale"}
 """What a stored verdict answered (any other outcome refused)."""
-ALREADY_SETTLED = "the request was already settled"
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
@@ -117,6 +118,7 @@ def submit_responses(
     finds their requests closed). An agent may answer none (NotPermitted)."""
     check_answers_requests(principal)
     with rt.transaction() as db:
+        principal = with_person(db, principal)  # what records it names the person (engine/people.py)
         checked = [check(rt, db, r, session_id) for r in responses]
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
@@ -180,11 +182,13 @@ def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Pr
 
 def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
     """What an edited input of this request must fit, or None when it takes none: an editable approval of an
-    in-process tool checks with the tool's input model."""
-    tool = rt.agent.tools.get(call.tool) if call is not None else None
-    if not editable(request) or tool is None:
+    in-process tool checks with the tool's input model, an external one with its `action.inputSchema`."""
+    if not editable(request):
         return None
-    return model_problems(tool.input_model)
+    if request.turn_id is None:
+        return schema_problems((request.action or {}).get("inputSchema") or ANY_OBJECT)
+    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    return model_problems(tool.input_model) if tool is not None else None
 
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
@@ -200,9 +204,10 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     request_id = checked.response.request_id
     request = db.get_one(InputRequest, request_id)
     turn = lock_for(db, request)
-    earlier = judged_before(db, request, candidate_id)
-    if earlier is not None:
-        return earlier
+    earlier = judged_before(db, candidate_id)
+    if earlier is not None:  # the first verdict stands
+        outcome, stored_reason = earlier
+        return ResponseResult(request_id, _STATUS_OF.get(outcome, "refused"), request_out(request), stored_reason)
     if verdict == CandidateOutcome.PENDING:
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
@@ -268,36 +273,12 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
          SUPERSEDED if answered_again and request.status == RequestStatus.PENDING else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_for(db, request)
-        if judged_before(db, db.get_one(InputRequest, response.request_id), candidate_id) is not None:
+        if judged_before(db, candidate_id) is not None:
             return 0  # by a sweep at the same time
         result = settle(rt, db, info.responder, checked, candidate_id, verdict, reason)
     log.warning("candidate %s of request %s: judged again after its process died: %s", candidate_id,
                 result.request_id, result.status)
     return 1
-
-
-def judged_before(db: DbSession, request: InputRequest, candidate_id: str) -> ResponseResult | None:
-    """The verdict a stored candidate already has (a sweep judged it while a slow policy still ran: the first
-    verdict stands), read under the turn's lock; None if it has none. A candidate judged where it is stored
-    has none yet."""
-    if candidate_id in db.info.get(UNJUDGED, {}):
-        return None
-    done = db.execute(_JUDGED, {"candidate": candidate_id}).one()
-    if done.judged_at is None:
-        return None
-    return ResponseResult(request.request_id, _STATUS_OF.get(done.outcome, "refused"), request_out(request),
-                          done.reason)
-
-
-def judge_candidate(rt: Runtime, db: DbSession, candidate_id: str, outcome: str = CandidateOutcome.PENDING,
-                    reason: str | None = None) -> None:
-    """Record the verdict: a candidate judged where it is stored is inserted with it, a stored one updated."""
-    verdict = {"judged_at": rt.now(), "outcome": outcome, "reason": reason}
-    row = db.info.get(UNJUDGED, {}).pop(candidate_id, None)
-    if row is not None:
-        db.connection().execute(_INSERT_CANDIDATE, {**row, **verdict})
-    else:
-        db.connection().execute(_JUDGE_CANDIDATE, {"candidate": candidate_id, **verdict})
 
 
 def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Checked,
@@ -310,9 +291,9 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
            "outcome": CandidateOutcome.PENDING, "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
-        db.info.setdefault(UNJUDGED, {})[candidate_id] = row
+        Tx.of(db).unjudged[candidate_id] = row
     else:
-        db.connection().execute(_INSERT_CANDIDATE, row)
+        insert_candidate(db, row)
     request = checked.request
     judged(rt, db, request, candidate_id, CandidateOutcome.PENDING, None, info.responder)
     return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
@@ -325,12 +306,17 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if reason:
         data["reason"] = reason
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
+    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
+        # channel (its adapter tells only its own people)
+        for place in places_on(db, request, responder.authenticator):
+            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
 def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
                    judged_here: bool) -> ResponseContext:
-    """The policy's view. The earlier candidates are read when the policy asks for them if it runs in this
-    transaction (the default policy never does), else now."""
+    """The policy's view. The earlier candidates and the requester's person are read when the policy asks for
+    them if it runs in this transaction (the default policy reads the requester's person only for a responder
+    who is someone's), else now."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
             ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == CandidateOutcome.PENDING,
@@ -338,11 +324,15 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
 
+    def requester_person() -> Person | None:
+        return person_of(db, out.requested_by.principal_id) if out.requested_by else None
+
     session = db.get_one(Session, request.session_id)
-    context = ResponseContext(request=request_out(request), response=info, session=session_info(session),
-                              earlier=earlier)
+    out = request_out(request)
+    context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
+                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person)
     if not judged_here:
-        _ = context.candidates  # read now: the policy runs after the commit
+        _ = context.candidates, context.requester_person  # read now: the policy runs after the commit
     return context
 
 

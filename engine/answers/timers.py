@@ -27,7 +27,7 @@ from engine.jobs.runtime import Runtime
 from engine.store.db import changed
 from engine.store.events import emit
 from engine.store.statuses import RequestStatus
-from engine.store.tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer
+from engine.store.tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer, Session
 from engine.turns.sessions import session_at
 from engine.turns.transitions import lock_session
 
@@ -52,6 +52,7 @@ _ESCALATED = update(InputRequest).where(InputRequest.request_id == bindparam("re
     .values(escalated_at=bindparam("now"))
 """(The request is pending: every transaction that closes one holds its session, as `fire` does.)"""
 _PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
+_PLACES_ON = _PLACES.join(Session, Session.id == RequestPlace.session_id).where(Session.channel == bindparam("channel"))
 _APPROVERS = select(EscalationApprover.principal_id).where(EscalationApprover.request_id == bindparam("request"))
 
 
@@ -157,3 +158,11 @@ def escalated_approvers(db: DbSession, request: InputRequest) -> frozenset[str] 
     if request.escalated_at is None:
         return None
     return frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
+
+
+def places_on(db: DbSession, request: InputRequest, channel: str) -> list[str]:
+    """The sessions on `channel` an escalated request is shown at besides its own (none before it escalates):
+    where a person of that channel may have answered it."""
+    if request.escalated_at is None:
+        return []
+    return list(db.execute(_PLACES_ON, {"request": request.request_id, "channel": channel}).scalars())

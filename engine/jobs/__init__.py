@@ -1,1 +1,1 @@
-"""Jobs: the runtime and its outbox, job bodies, executors, the sweep (recovery), operator actions."""
+"""Jobs: the runtime, the transactional outbox, job bodies, executors, the sweep (recovery), operator actions."""

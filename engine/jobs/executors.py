@@ -12,8 +12,9 @@ from typing import Any
 from sqlalchemy import update
 
 from engine import defaults
+from engine.jobs.outbox import ExecutorUnavailable, OutboxRow
 from engine.jobs.perform import perform
-from engine.jobs.runtime import Executor, ExecutorUnavailable, OutboxRow, Runtime
+from engine.jobs.runtime import Executor, Runtime
 from engine.store.tables import Outbox
 
 log = logging.getLogger(__name__)

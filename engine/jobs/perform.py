@@ -8,7 +8,8 @@ from typing import Any
 
 from engine.channels import delivery, inbound
 from engine.jobs import callbacks, recovery
-from engine.jobs.runtime import OutboxRow, Runtime, current
+from engine.jobs.outbox import OutboxRow
+from engine.jobs.runtime import Runtime, current
 from engine.turns import runner
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,9 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Self
+from datetime import timedelta
+from typing import Self
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import OperationalError
@@ -22,11 +21,12 @@ from engine.answers.submit import judge_again, unjudged_candidates
 from engine.answers.timers import fire_timers
 from engine.channels.delivery import stale_sessions
 from engine.jobs.callbacks import due_callbacks
+from engine.jobs.outbox import owed, push_outbox, take_handed_over
 from engine.jobs.runtime import Runtime
 from engine.protocol import TIMEOUT_PRINCIPAL
 from engine.store.retention import prune
 from engine.store.statuses import CallStatus, Outcome, RequestStatus, RunStatus, TurnStatus
-from engine.store.tables import UNPROCESSED, Inbound, InputRequest, Outbox, Run, ToolCall, Turn
+from engine.store.tables import UNPROCESSED, Inbound, InputRequest, Run, ToolCall, Turn
 from engine.turns.transitions import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 
 log = logging.getLogger(__name__)
@@ -199,59 +199,6 @@ def resend_callbacks(rt: Runtime) -> int:
         for request_id in due:
             rt.enqueue(db, "send_callback", request_id)
     return len(due)
-
-
-def push_outbox(rt: Runtime) -> int:
-    """Push again the outbox rows whose job has not started a while after its push, and give them that while
-    again. A row pushed after the oldest job still waiting in the queue is not pushed again: its job waits
-    behind that one (a queue that far behind is not fed duplicates, which would put it further behind);
-    once the queue has moved past it, a row still here was lost."""
-    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
-    waiting_since = rt.executor.waiting_since()
-    if waiting_since is not None:
-        cutoff = min(cutoff, waiting_since)
-    return push_due(rt, cutoff)
-
-
-def push_due(rt: Runtime, cutoff: datetime) -> int:
-    """Push the outbox rows due by `cutoff` (at most 500), each by one process however many look: a row taken is
-    due again a while later (its job, once started, deletes it)."""
-    now = rt.now()
-    with rt.transaction() as db:
-        rows = [
-            (row.id, row.job, list(row.args))
-            for row in db.execute(
-                select(Outbox).where(Outbox.available_at <= cutoff)
-                .order_by(Outbox.id).limit(500).with_for_update(skip_locked=True)
-            ).scalars()
-        ]
-        if rows:
-            db.execute(update(Outbox).where(Outbox.id.in_([r[0] for r in rows])).values(available_at=now))
-    if rows:
-        rt.push(rows)
-    return len(rows)
-
-
-def take_handed_over(rt: Runtime) -> int:
-    """Run the jobs the CLI handed over (`executors.HandOver`): the serving process's poll. Finding none, the
-    usual case, is one read on the outbox's `available_at` index."""
-    with rt.db.read() as db:
-        if db.execute(_HANDED_OVER).first() is None:
-            return 0
-    return push_due(rt, defaults.HANDED_OVER_AT)
-
-
-_HANDED_OVER = select(Outbox.id).where(Outbox.available_at <= defaults.HANDED_OVER_AT).limit(1)
-
-
-def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
-    """Which of `firsts` have a `job` in the outbox (by its first argument): jobs pushed and not yet started,
-    whose lost pushes push_outbox() recovers."""
-    if not firsts:
-        return set()
-    wanted = set(firsts)
-    args = db.execute(select(Outbox.args).where(Outbox.job == job)).scalars()
-    return {a[0] for a in args if a and a[0] in wanted}
 
 
 class Periodic(ABC):

@@ -1,30 +1,24 @@
-"""The runtime: database, agent, executor and clock, plus the transactional outbox that joins them."""
+"""The runtime: database, agent, executor and clock, and the write transaction that joins them to the outbox."""
 
 from __future__ import annotations
 
-import logging
-import secrets
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-from sqlalchemy import Table, bindparam, delete, insert, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
 from engine.agent import Agent
 from engine.channels.contract import ChannelAdapter
+from engine.jobs import outbox
+from engine.jobs.outbox import OutboxRow
 from engine.store.db import Database
-from engine.store.events import held
-from engine.store.tables import Outbox, Session, utcnow
-
-log = logging.getLogger(__name__)
-
-
-class ExecutorUnavailable(Exception):
-    """The queue cannot take a job right now (Redis down): the outbox row stays for sweep()."""
+from engine.store.events import write_appended
+from engine.store.tables import Session, utcnow
+from engine.store.tx import Tx
 
 
 class Executor(Protocol):
@@ -35,22 +29,6 @@ class Executor(Protocol):
         """When the oldest job still waiting in the queue was pushed; None when none waits, or when the
         executor cannot tell. Jobs start in the order they were pushed, so a job pushed before that time
         and not started was lost."""
-
-
-_job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
-"""The outbox row of the job this thread runs, until a transaction of the job deletes it."""
-
-OutboxRow = tuple[int, str, list[Any]]
-"""A committed outbox row: its id, its job and the job's arguments."""
-
-FOLLOW_UP_JOBS = frozenset({"run_turn"})
-"""Jobs that a job which commits them runs itself when it ends (see `Runtime.following`)."""
-
-_follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
-_OUTBOX = cast(Table, Outbox.__table__)
-_DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
-"""A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns/transitions.py)."""
-_INSERT_JOB_ROW = insert(_OUTBOX).returning(_OUTBOX.c.id)
 
 
 class Runtime:
@@ -102,99 +80,59 @@ class Runtime:
 
     @contextmanager
     def transaction(self) -> Iterator[DbSession]:
-        """A write transaction; jobs added with `enqueue()` are pushed to the executor after it commits. The
-        first transaction a job commits also deletes the job's outbox row: the hand-off is done."""
-        job_row = _job_row.get()
+        """A write transaction, its state a `Tx` (engine/store/tx.py). Before it commits: a deliver job for each
+        channel session it wrote events to, the job's hand-off (the first transaction a job commits deletes the
+        job's outbox row), then its messages, events and counters. Once it commits, the jobs it recorded with
+        `enqueue()` are pushed to the executor (engine/jobs/outbox.py)."""
         with self.db.write() as db:
+            tx = Tx.begin(db)
             yield db
-            self._deliver_events(db)
-            if job_row is not None:
-                db.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
-            rows: list[OutboxRow] = db.info.pop("outbox", [])
-        if job_row is not None:
-            _job_row.set(None)
-        later = _follow_ups.get()
-        if later is not None:
-            later.extend(row for row in rows if row[1] in FOLLOW_UP_JOBS)
-            rows = [row for row in rows if row[1] not in FOLLOW_UP_JOBS]
+            self._deliver_events(tx)
+            handed_off = outbox.hand_off(tx)
+            write_appended(tx)
+        rows = outbox.committed(tx, handed_off)
         if rows:
             self.push(rows)
 
-    @contextmanager
-    def running_job(self, outbox_id: int) -> Iterator[None]:
-        """Run a job of outbox row `outbox_id` in this thread: the job's first committed transaction deletes
-        the row, or, if it commits none, a transaction of its own when it ends (whether it succeeded or not:
-        RQ retries a failed job; sweep() must not push it again)."""
-        token = _job_row.set(outbox_id)
-        try:
-            yield
-        finally:
-            if _job_row.get() is not None:
-                with self.transaction():
-                    pass
-            _job_row.reset(token)
+    def running_job(self, outbox_id: int) -> AbstractContextManager[None]:
+        """Run the job of outbox row `outbox_id` in this thread (`outbox.running_job`)."""
+        return outbox.running_job(self, outbox_id)
 
-    @contextmanager
-    def following(self, collect: bool = True) -> Iterator[list[OutboxRow]]:
-        """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
-        applied an answer (or a message) then runs the turn itself, in the same worker, without a trip
-        through the queue (`jobs.perform`). Their outbox rows stay until each starts, as for any job: if
-        this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as
-        usual. With `collect` False, nothing is collected (the jobs are pushed)."""
-        later: list[OutboxRow] = []
-        if not collect:
-            yield later
-            return
-        token = _follow_ups.set(later)
-        try:
-            yield later
-        except BaseException:
-            _follow_ups.reset(token)
-            self.push(later)
-            raise
-        _follow_ups.reset(token)
+    def following(self, collect: bool = True) -> AbstractContextManager[list[OutboxRow]]:
+        """Collect the `run_turn` jobs the transactions inside commit, for this job to run (`outbox.following`)."""
+        return outbox.following(self, collect)
 
-    def _deliver_events(self, db: DbSession) -> None:
+    def _deliver_events(self, tx: Tx) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
         one is already queued and has not started (it will read these events too)."""
-        touched = db.info.pop("event_sessions", set())
-        if not touched or not self.channels:
+        if not self.channels:
             return
+        touched = dict.fromkeys(event["session_id"] for event in tx.events)  # (in the order they were written)
         # at most one queued delivery per session: the job clears the flag before it reads the events
         flagged, unheld = [], []
         for session_id in touched:
-            row = held(db, session_id)  # locked and loaded here: its flag is read and set in memory
+            row = tx.held.get(session_id)  # locked and loaded here: its flag is read and set in memory
             if row is None:
                 unheld.append(session_id)
             elif row.channel in self.channels and not row.delivery_queued:
                 row.delivery_queued = True  # (written by the commit's flush, with the session's counters)
                 flagged.append(session_id)
         if unheld:
-            flagged += db.execute(
+            flagged += tx.db.execute(
                 update(Session).where(Session.id.in_(unheld), Session.channel.in_(list(self.channels)),
                                       Session.delivery_queued.is_(False))
                 .values(delivery_queued=True).returning(Session.id)
             ).scalars().all()
         for session_id in flagged:
-            self.enqueue(db, "deliver", session_id)
+            outbox.record(tx, "deliver", [session_id], self.now())
 
     def enqueue(self, db: DbSession, job: str, *args: Any) -> None:
-        """Record a job in the outbox, in the caller's transaction."""
-        now = self.now()
-        row_id = db.connection().execute(
-            _INSERT_JOB_ROW, {"job": job, "args": list(args), "created_at": now, "available_at": now}).scalar_one()
-        db.info.setdefault("outbox", []).append((row_id, job, list(args)))
+        """Record a job in the outbox, in the caller's transaction (`outbox.record`)."""
+        outbox.record(Tx.of(db), job, list(args), self.now())
 
     def push(self, rows: list[OutboxRow]) -> None:
-        """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes
-        again the rows whose job has not started in a while (a lost push)."""
-        for row_id, job, args in rows:
-            try:
-                # unique per push: RQ keeps job ids across a whole Redis, which several deployments may share
-                self.executor.submit(self, job, args, job_id=f"{job}-{row_id}-{secrets.token_hex(4)}",
-                                     outbox_id=row_id)
-            except ExecutorUnavailable:
-                log.warning("executor unavailable; outbox row %s waits for sweep()", row_id, exc_info=True)
+        """Hand committed outbox rows to the executor (`outbox.push`)."""
+        outbox.push(self, rows)
 
 
 _current: Runtime | None = None

@@ -1,1 +1,2 @@
-"""Store: tables, statuses, column storage, the database, events, read models, visibility, retention."""
+"""Store: tables, statuses, column storage, the database, the transaction object (tx), events, read models,
+visibility, retention."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, event, insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
@@ -13,11 +13,7 @@ from sqlalchemy.orm.util import identity_key
 from engine.answers.input_requests import as_opened
 from engine.store.storage import PRINCIPAL
 from engine.store.tables import Event, InputRequest, Message, Session, utcnow
-
-UNSENT_MESSAGES = "hitl_unsent_messages"
-UNSENT_EVENTS = "hitl_unsent_events"
-HELD = "hitl_held_sessions"
-COUNTED = "hitl_counted_seqs"
+from engine.store.tx import Tx
 
 _SESSIONS = cast(Table, Session.__table__)
 # built once (see turns/transitions.py); on the tables: a transaction's messages, events and counters take no ORM work
@@ -32,9 +28,7 @@ def emit(
 ) -> None:
     """Append one event to the session's stream; the events of a transaction are numbered and inserted
     together when it commits."""
-    db.info.setdefault(UNSENT_EVENTS, []).append(
-        {"session_id": session_id, "type": type, "turn_id": turn_id, "data": data, "at": at})
-    db.info.setdefault("event_sessions", set()).add(session_id)
+    Tx.of(db).events.append({"session_id": session_id, "type": type, "turn_id": turn_id, "data": data, "at": at})
 
 
 def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str, principal: dict[str, Any] | None,
@@ -58,7 +52,7 @@ def add_message(
 ) -> None:
     """Append one message to the transcript the model sees: numbered and inserted when the transaction
     reads the transcript (`insert_messages`) or commits."""
-    db.info.setdefault(UNSENT_MESSAGES, []).append({
+    Tx.of(db).messages.append({
         "session_id": session_id, "turn_id": turn_id, "role": role, "content": content, "tool_calls": tool_calls,
         "tool_call_id": tool_call_id, "principal": principal, "created_at": utcnow(),
     })
@@ -67,9 +61,10 @@ def add_message(
 def insert_messages(db: DbSession) -> None:
     """Number and insert the messages this transaction appended and has not inserted yet (before it reads
     the transcript)."""
-    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
+    tx = Tx.of(db)
+    messages, tx.messages = tx.messages, []
     if messages:
-        _number(db, messages, [])
+        _number(tx, messages, [])
         db.flush()  # first: the turn they belong to, if new in this transaction
         db.connection().execute(_INSERT_MESSAGES, messages)
 
@@ -77,35 +72,35 @@ def insert_messages(db: DbSession) -> None:
 def hold(db: DbSession, session: Session) -> None:
     """`session` was loaded with its row locked by this transaction: the seqs of its events and messages are
     counted from its counters here, and the counters written back once, when the transaction commits."""
-    db.info.setdefault(HELD, {})[session.id] = session
+    Tx.of(db).held[session.id] = session
 
 
 def held(db: DbSession, session_id: str) -> Session | None:
     """The session this transaction holds (locked and loaded), if it does."""
-    return cast(Session | None, db.info.get(HELD, {}).get(session_id))
+    return Tx.of(db).held.get(session_id)
 
 
 def committed_message_seq(db: DbSession, session_id: str) -> int | None:
     """The seq of the session's last transcript message as committed when this transaction locked its row
     (no writer can append one while the lock is held); None unless the transaction holds the session and has
     numbered none of its messages yet."""
-    session = held(db, session_id)
-    if session is None or session_id in db.info.get(COUNTED, {}):
+    tx = Tx.of(db)
+    session = tx.held.get(session_id)
+    if session is None or session_id in tx.counted:
         return None
     return session.message_seq
 
 
-@event.listens_for(DbSession, "before_commit")
-def _send(db: DbSession) -> None:
-    """Number the transaction's messages and events, flush, then insert them and write the counters of the
-    sessions it holds, one statement each. A held session with changes of its own gets its counters written
-    by the flush, with those changes."""
-    messages: list[dict[str, Any]] = db.info.pop(UNSENT_MESSAGES, [])
-    events: list[dict[str, Any]] = db.info.pop(UNSENT_EVENTS, [])
-    _number(db, messages, events)
+def write_appended(tx: Tx) -> None:
+    """The last step of a transaction before it commits (`Runtime.transaction()`): number its messages and
+    events, flush, then insert them and write the counters of the sessions it holds, one statement each. A
+    held session with changes of its own gets its counters written by the flush, with those changes."""
+    db = tx.db
+    (messages, tx.messages), (events, tx.events) = (tx.messages, []), (tx.events, [])
+    _number(tx, messages, events)
     counters = []
-    for session_id, (event_seq, message_seq) in db.info.pop(COUNTED, {}).items():
-        session = db.info[HELD][session_id]
+    for session_id, (event_seq, message_seq) in tx.counted.items():
+        session = tx.held[session_id]
         if db.is_modified(session):
             session.event_seq, session.message_seq = event_seq, message_seq
             flag_modified(session, "event_seq")  # written even where an earlier numbering set it
@@ -121,13 +116,7 @@ def _send(db: DbSession) -> None:
             connection.execute(statement, rows)
 
 
-@event.listens_for(DbSession, "after_rollback")
-def _drop(db: DbSession) -> None:
-    for key in (UNSENT_EVENTS, UNSENT_MESSAGES, COUNTED, HELD):
-        db.info.pop(key, None)
-
-
-def _number(db: DbSession, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+def _number(tx: Tx, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
     """Give the messages and events about to be inserted their seqs, in the order they were appended. A held
     session's seqs come from its counters in this transaction; any other session's are reserved by one
     UPDATE, which takes the session row's lock, so concurrent writers of one session get dense seqs that
@@ -136,12 +125,12 @@ def _number(db: DbSession, messages: list[dict[str, Any]], events: list[dict[str
     for kind, rows in enumerate((events, messages)):
         for row in rows:
             wanted.setdefault(row["session_id"], [0, 0])[kind] += 1
-    sessions = _SESSIONS.c
-    held, counted = db.info.get(HELD, {}), db.info.setdefault(COUNTED, {})
+    sessions, db = _SESSIONS.c, tx.db
+    held, counted = tx.held, tx.counted
     next_seq: dict[tuple[str, int], int] = {}
     for session_id, (event_count, message_count) in wanted.items():
-        if session_id in held:
-            loaded = held[session_id]
+        loaded: Session | None = held.get(session_id)
+        if loaded is not None:
             event_seq, message_seq = counted.get(session_id, (loaded.event_seq, loaded.message_seq))
             event_seq, message_seq = counted[session_id] = (event_seq + event_count, message_seq + message_count)
         else:

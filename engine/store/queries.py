@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
 from engine.answers.edits import read_stored
-from engine.answers.input_requests import external_fields, request_wire
+from engine.answers.input_requests import external_fields, request_wire, schedule_fields
 from engine.errors import InvalidQuery, NotFound
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
@@ -216,8 +216,8 @@ def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> 
 
 
 def get_request(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> dict[str, Any]:
-    """One request, with its session's title, agent and channel; an external one with its approvers, metadata and
-    callback too (`external_fields`)."""
+    """One request, with its session's title, agent and channel, and its reminders and escalation
+    (`schedule_fields`); an external one with its approvers, metadata and callback too (`external_fields`)."""
     return request_state(rt, request_id, seen_by)[0]
 
 
@@ -229,7 +229,7 @@ def request_state(rt: Runtime, request_id: str, seen_by: Principal | None = None
         row = db.execute(in_session(select(InputRequest)).add_columns(Session.event_seq)
                          .where(InputRequest.request_id == request_id)).one()
         request, seq = row[0], row[-1]
-        shown = inbox_wire(row[:-1])
+        shown = inbox_wire(row[:-1]) | schedule_fields(db, request)
         return (shown if request.turn_id is not None else shown | external_fields(db, request)), seq
 
 

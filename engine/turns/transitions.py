@@ -17,11 +17,10 @@ from engine.store.events import add_message, emit, emit_received, held, hold
 from engine.store.statuses import ACTIVE_TURN, RequestStatus, RunStatus, SessionStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, Run, Session, Turn
+from engine.store.tx import Tx
 
 log = logging.getLogger(__name__)
 
-LOCKED_TURNS = "hitl_locked_turns"
-"""`db.info` key: the turns this transaction loaded with their rows locked, by id."""
 
 # The statements every turn runs, built once: building a statement and its cache key costs about as much
 # CPU as running it (bench/README.md, "Statements built once"). Parameters are named after what they hold.
@@ -81,7 +80,7 @@ def lock_turn_run(db: DbSession, turn_id: str) -> tuple[Session, Turn, str | Non
         return None
     session, turn, latest_run = row
     hold(db, session)
-    db.info.setdefault(LOCKED_TURNS, {})[turn_id] = turn
+    Tx.of(db).locked_turns[turn_id] = turn
     return session, turn, latest_run
 
 
@@ -93,7 +92,7 @@ def lock_turn(db: DbSession, turn_id: str, session_id: str | None = None) -> Tur
     A turn of the session this transaction holds (`session_id`) is locked alone; one it locked already is
     not read again.
     """
-    locked_turns: dict[str, Turn] = db.info.setdefault(LOCKED_TURNS, {})
+    locked_turns = Tx.of(db).locked_turns
     if turn_id in locked_turns:
         return locked_turns[turn_id]
     if session_id is not None and held(db, session_id) is not None:

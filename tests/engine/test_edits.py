@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from engine import ApprovalPolicy, always, never, tool
-from engine.answers.edits import changes
+from engine.answers.edits import changes, schema_problems, schema_refused
+from engine.answers.forms import form_fields
 from engine.errors import InvalidInput, ToolDefinitionError
 from engine.jobs.recovery import sweep
 from engine.policies import ResponseContext
@@ -158,3 +159,26 @@ def test_a_tool_that_asks_nobody_cannot_be_editable() -> None:
         "properties": {"amount": {"title": "Amount", "type": "number"}}, "required": ["amount"], "type": "object",
         "additionalProperties": False}
     assert json.dumps(tool(noop, approval=always()).edit_schema) == "null"
+
+
+def test_a_json_schema_names_each_field_an_edit_gets_wrong_by_its_path() -> None:
+    check = schema_problems({"type": "object", "required": ["amount", "items"], "properties": {
+        "amount": {"type": "number"},
+        "items": {"type": "array", "items": {"type": "object", "required": ["sku"], "properties": {
+            "sku": {"type": "string"}}}}}})
+    assert check({"amount": 2, "items": [{"sku": "a"}]}) == []
+    assert [p["field"] for p in check({"amount": "2", "items": [{"sku": "a"}, {"sku": 3}, {}]})] == [
+        "amount", "items.1.sku", "items.2.sku"]
+    assert check({"items": []}) == [{"field": "amount", "problem": "'amount' is a required property"}]
+    assert schema_problems({"properties": {"a": {"$ref": "#/$defs/gone"}}})({"a": 1})[0]["field"] == "input"
+    assert schema_refused({"type": "nothing"}, {}) is not None
+    assert schema_refused({"$schema": 7}, {}) is not None
+    assert schema_refused({"properties": {"a": {"pattern": "("}}}, {"a": "x"}) is not None
+    assert schema_refused({"properties": {"a": {"$ref": "https://schemas.example/a.json"}}}, {"a": 1}) is not None
+    assert schema_refused({"type": "object"}, {}) is None
+
+
+def test_a_form_is_built_from_draft_07_definitions_too() -> None:
+    [speed] = form_fields({"definitions": {"speed": {"enum": ["normal", "rush"]}},
+                           "properties": {"speed": {"$ref": "#/definitions/speed"}}})
+    assert (speed.kind, speed.options) == ("enum", ("normal", "rush"))

@@ -16,8 +16,9 @@ from engine import defaults
 from engine.channels.contract import Answers, Message
 from engine.channels.inbound import accept
 from engine.jobs.executors import InlineExecutor, RQExecutor
+from engine.jobs.outbox import push_outbox
 from engine.jobs.perform import IMPLEMENTATIONS, perform
-from engine.jobs.recovery import push_outbox, sweep
+from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.db import Database

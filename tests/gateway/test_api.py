@@ -62,8 +62,10 @@ def event_count(client: FlaskClient, session_id: str) -> int:
 
 
 def bare(request: dict[str, Any]) -> dict[str, Any]:
-    """A request as GET /api/requests/<id> gives it, without what it tells of its session (events do not)."""
-    return {key: value for key, value in request.items() if key not in ("title", "agent", "channel")}
+    """A request as GET /api/requests/<id> gives it, without what it tells of its session and its reminders and
+    escalation as asked for (events do not)."""
+    return {key: value for key, value in request.items()
+            if key not in ("title", "agent", "channel", "remind", "escalate")}
 
 
 def parked(stack: Stack, client: FlaskClient, message: str = REFUND) -> tuple[str, str]:

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from engine.answers.conversation import post_message
 from engine.jobs.recovery import sweep
+from engine.protocol import Principal
+from engine.store.tables import Session
 from tests.conftest import Stack
 from tests.gateway.test_api import expect_error
 from tests.gateway.test_api_requests import APPROVAL, QUESTION, api_stack, nothing_stored
@@ -100,3 +104,21 @@ def test_a_schedule_that_does_not_fit_is_a_422_naming_the_field_and_stores_nothi
     details = error["details"] if isinstance(error["details"], list) else [error["details"]]
     assert field in [d["field"] for d in details], error
     nothing_stored(api)
+
+
+def test_a_refusal_at_an_escalation_place_is_told_at_that_place(api: Stack) -> None:
+    request = opened(api, approvers=["alice"], escalate={"after": 120, "to": BOSS, "approvers": ["bob"]})
+    channel = api.rt.channels["fake"]
+    later(api, 121)
+    assert sweep(api.rt).escalated == 1
+    api.settle()
+    with api.rt.db.read() as db:
+        boss = db.execute(select(Session.id).where(Session.address == "fake:boss:")).scalar_one()
+    stranger = Principal(authenticator="fake", issuer="fake", principal_type="user", principal_id="fake:u2")
+
+    posted = post_message(api.rt, boss, stranger, "approve")  # neither alice nor bob
+    api.settle()
+
+    assert posted.results[0].status == "refused"
+    assert ("fake:boss:", "fake:u2") in channel.refused_at  # type: ignore[attr-defined]
+    assert api.client("bot:agent").get(f"/api/requests/{request['requestId']}").get_json()["status"] == "pending"

@@ -16,7 +16,8 @@ from sqlalchemy import create_engine, inspect, select, text, update
 from sqlalchemy.engine import make_url
 
 from engine import defaults
-from engine.jobs.runtime import ExecutorUnavailable, Runtime
+from engine.jobs.outbox import ExecutorUnavailable
+from engine.jobs.runtime import Runtime
 from engine.store.db import Database
 from engine.store.tables import Base, Outbox, Turn, utcnow
 from engine.turns.sessions import open_session

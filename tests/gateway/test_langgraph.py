@@ -299,6 +299,56 @@ def test_an_agents_tool_approvals_are_asked_of_people(gateway: tuple[Stack, Hitl
                for r in asked)
 
 
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_an_action_that_allows_edit_is_approved_with_changes_checked_by_the_tools_schema(
+        gateway: tuple[Stack, HitlClient], saver: PostgresSaver, mode: str) -> None:
+    stack, hitl = gateway
+    refunded: list[tuple[str, float]] = []
+
+    @tool
+    def refund_charge(charge: str, amount: float) -> str:
+        """Refund part of a charge."""
+        refunded.append((charge, amount))
+        return f"refunded {amount} on {charge}"
+
+    review = HumanInTheLoopMiddleware(interrupt_on={"refund_charge": {"allowed_decisions": ["approve", "edit",
+                                                                                            "reject"]}},
+                                      interrupt_mode=mode)  # type: ignore[arg-type]
+    agent = create_agent(ScriptedChat(), tools=[refund_charge], middleware=[review], checkpointer=saver)
+    refused: list[dict[str, Any]] = []
+
+    def edit_refund(request: dict[str, Any]) -> dict[str, Any]:  # 900 becomes 90, after an edit that does not fit
+        edited = {**request["action"]["input"], "amount": request["action"]["input"]["amount"] / 10}
+        wrong = stack.client("bob:operator").patch(f"/api/requests/{request['requestId']}",
+                                                   json={"optionId": "approve", "input": {**edited, "amount": "lots"}})
+        refused.append({"status": wrong.status_code, **wrong.get_json()})
+        return {"optionId": "approve", "input": edited}
+
+    people(stack, {"optionId": "approve"}, edit_refund)
+
+    # a batched interrupt gives no schema: the runner's tools do (a per-call one's response_schema has it)
+    runner = HitlGraphRunner(agent, hitl, tools=[refund_charge] if mode == "batched" else ())
+    output = runner.invoke({"messages": [{"role": "user", "content": "refund both"}]}, thread(), timeout=30)
+
+    assert sorted(refunded) == [("ch_1", 20), ("ch_2", 90)]
+    assert "refunded 90.0 on ch_2" in output["messages"][-1].content
+    assert [(r["status"], [f["field"] for f in r["error"]["details"]["fields"]]) for r in refused] == [
+        (422, ["amount"])]
+    asked = [hitl.get(r["requestId"]) for r in requests_of(stack)]
+    assert all(r["editable"] and r["action"]["inputSchema"]["properties"]["amount"] == {"title": "Amount",
+                                                                                        "type": "number"}
+               for r in asked)
+    edited = next(r for r in asked if r["action"]["input"]["charge"] == "ch_2")
+    assert (edited["action"]["input"]["amount"], edited["response"]["input"]["amount"]) == (900, 90)
+
+
+def test_an_edited_approval_is_the_middlewares_edit_decision() -> None:
+    closed = {"outcome": "approved", "action": {"toolName": "refund_charge", "input": {"amount": 900}},
+              "response": {"optionId": "approve", "input": {"amount": 90}}}
+    assert decision(closed) == {"type": "edit", "edited_action": {"name": "refund_charge", "args": {"amount": 90}}}
+    assert decision({**closed, "response": {"optionId": "approve"}}) == {"type": "approve"}
+
+
 def test_a_review_that_people_could_not_answer_is_refused_before_anyone_is_asked(
         gateway: tuple[Stack, HitlClient], saver: PostgresSaver) -> None:
     stack, hitl = gateway

@@ -1,4 +1,5 @@
-"""GitHub's REST API as far as the channel uses it, in memory: issue comments, reactions, collaborator roles.
+"""GitHub's REST API as far as the channel uses it, in memory: issue comments, reactions, collaborator roles,
+users by id.
 
 Mounted with `responses` for in-process tests, or served on a real port (`FakeGithubServer`) for an `hitl
 worker` process, which `responses` cannot reach. Comment ids come from one counter, so the comments tests
@@ -38,6 +39,7 @@ ROUTES = [
     ("PATCH", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)$"), "update"),
     ("POST", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)/reactions$"), "react"),
     ("GET", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<login>[^/]+)/permission$"), "role"),
+    ("GET", re.compile(r"^/user/(?P<account>\d+)$"), "user"),
 ]
 
 LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}
@@ -55,6 +57,7 @@ class FakeGithub:
             self.ids = itertools.count(1000)
             self.comments: dict[int, Comment] = {}
             self.roles: dict[str, str] = {}
+            self.users: dict[int, str] = {}  # account id -> login (any other id: 404)
             self.custom_roles: dict[str, str] = {}  # an organization's custom role -> the legacy base GitHub gives
             self.calls: list[tuple[str, str]] = []
             self.down = False  # every call answers 502
@@ -122,6 +125,13 @@ class FakeGithub:
         role = self.roles.get(login, "write")
         base = LEGACY.get(role) or self.custom_roles.get(role, "read")
         return 200, {}, {"permission": base, "role_name": role, "user": {"login": login}}
+
+
+    def user(self, data: dict[str, Any], account: str) -> Answer:
+        login = self.users.get(int(account))
+        if login is None:
+            return 404, {}, {"message": "Not Found"}
+        return 200, {}, {"login": login, "id": int(account), "type": "User"}
 
 
 def mount(fake: FakeGithub, mock: responses.RequestsMock, base_url: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.github.parse import approve_fields
-from tests.github.support import ALICE, BOT, Github
+from tests.github.support import ALICE, BOT, REPO, Github
 from tests.support.agent import read_ledger, script
 
 EDITABLE = script([("adjustable_refund", {"charge_id": "ch_1", "amount": 200})])
@@ -59,3 +59,24 @@ def test_approve_fields_are_the_leading_name_value_words() -> None:
     assert approve_fields(r'say="a \"quoted\" word"') == ({"say": 'a "quoted" word'}, "")
     assert approve_fields("looks good") == ({}, "looks good")
     assert approve_fields(None) == ({}, "")
+
+
+def test_an_editable_external_request_takes_fields_checked_by_its_json_schema(github: Github) -> None:
+    created = github.stack.client("bot:agent").post("/api/requests", json={
+        "kind": "tool-approval", "editable": True, "to": {"channel": "github", "address": {"repo": REPO, "issue": 6}},
+        "action": {"toolName": "refund_charge", "input": {"charge": "ch_1", "amount": 200}, "inputSchema": {
+            "type": "object", "properties": {"charge": {"type": "string"},
+                                             "amount": {"type": "number", "maximum": 100}}}}})
+    assert created.status_code == 201, created.get_json()
+    github.settle()
+    [(_, prompt)] = github.prompts(issue=6)
+    assert "`/approve charge=<value>` to change fields first" in prompt.body
+
+    refused = github.comment(ALICE, "/approve amount=500", issue=6)
+    assert refused.comment.reactions == ["-1"]
+    assert github.said(issue=6)[-1].endswith("nothing was approved: `amount`: 500 is greater than the maximum of 100")
+
+    github.comment(ALICE, "/approve amount=20", issue=6)
+    closed = github.stack.client("bot:agent").get(f"/api/requests/{created.get_json()['requestId']}").get_json()
+    assert (closed["outcome"], closed["response"]["input"]) == ("approved", {"charge": "ch_1", "amount": 20})
+    assert "**Approved by alice with changes: amount 200 -> 20.**" in prompt.body

@@ -9,7 +9,7 @@ from adapters.slack import render
 from engine.answers.forms import FormField
 from tests.slack.test_conversation import controls, texts
 from tests.slack.test_render import request
-from tests.slack.workspace import USERS, Workspace
+from tests.slack.workspace import CHANNEL, USERS, Workspace
 from tests.support.agent import read_ledger, script
 
 EDITABLE = ("adjustable_refund", {"charge_id": "ch_1", "amount": 200})
@@ -71,3 +71,33 @@ def test_the_edit_modal_keeps_within_slacks_limits() -> None:
     errors = render.modal_errors(shown, [{"field": "meta.k", "problem": "bad"}, {"field": "x", "problem": "odd"}])
     assert errors == {"field|meta": "bad", "field|plan": "x: odd"}
     assert render.field_block(FormField("ok", "OK", "boolean", True), render.MISSING)["optional"] is True
+
+
+def test_an_editable_external_requests_modal_is_built_from_its_json_schema_and_checks_by_it(
+        slack: Workspace) -> None:
+    created = slack.stack.client("bot:agent").post("/api/requests", json={
+        "kind": "tool-approval", "editable": True, "to": {"channel": "slack", "address": {"channel": CHANNEL}},
+        "action": {"toolName": "refund_charge", "input": {"charge": "ch_1", "amount": 200}, "inputSchema": {
+            "type": "object", "required": ["charge", "amount"],
+            "properties": {"charge": {"type": "string"}, "amount": {"type": "number", "maximum": 100},
+                           "speed": {"enum": ["normal", "rush"]}}}}})
+    assert created.status_code == 201, created.get_json()
+    slack.settle()
+    [card] = [m for m in slack.fake.messages if m.channel == CHANNEL and m.versions[0]["blocks"]]
+    assert controls(card) == ["Approve", "Edit", "Deny"]
+
+    slack.ok(slack.click("alice", card, "Edit"))
+    [opened] = slack.fake.called("views.open")
+    view = opened.params["view"]
+    assert inputs(view) == {"field|charge": ("plain_text_input", "ch_1"), "field|amount": ("number_input", "200"),
+                            "field|speed": ("static_select", None)}
+    refused = slack.submit_edit("alice", view, {"amount": "500"})
+    assert refused.get_json() == {"response_action": "errors",
+                                  "errors": {"field|amount": "500 is greater than the maximum of 100"}}
+    slack.ok(slack.submit_edit("alice", view, {"amount": "20", "speed": "rush"}))
+    slack.settle()
+
+    closed = slack.stack.client("bot:agent").get(f"/api/requests/{created.get_json()['requestId']}").get_json()
+    assert (closed["outcome"], closed["response"]["input"]) == (
+        "approved", {"charge": "ch_1", "amount": 20, "speed": "rush"})
+    assert controls(card) == []

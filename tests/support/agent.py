@@ -351,6 +351,19 @@ def lenient_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"refunded": amount}
 
 
+FIRST_PHONE = "+15550001111"
+"""alice's phone (tests/twilio/support.py): where `texted_refund` escalates."""
+
+
+@tool(approval=ApprovalPolicy(request=always(), escalate_after=1,
+                              escalate_to={"channel": "twilio", "address": {"to": FIRST_PHONE}}))
+def texted_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund whose approval, after a second, is also texted to alice's phone; the default response policy
+    still decides who may approve it (its requester: from that phone, only if it is linked to the same person)."""
+    record("texted_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
 @tool
 def nudged_survey(ctx: ToolContext) -> dict[str, Any]:
     """A workflow tool whose question reminds every second, twice at most."""
@@ -364,7 +377,7 @@ agent = Agent(
     model=ScriptedModel(play),
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
-           escalated_refund, lenient_refund, nudged_survey,
+           escalated_refund, texted_refund, lenient_refund, nudged_survey,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

@@ -16,6 +16,7 @@ class RecordingChannel:
     one_at_a_time: bool = False
     update_edits: bool = False
     calls: list[tuple] = field(default_factory=list)
+    refused_at: list[tuple[str, str]] = field(default_factory=list)  # (session address, responder) of each refusal
     down: bool = False
 
     def address(self, data: dict[str, Any]) -> str:
@@ -37,6 +38,7 @@ class RecordingChannel:
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         self.calls.append(("refuse", request.request_id, responder.principal_id, reason))
+        self.refused_at.append((session.address, responder.principal_id))
 
     def remind(self, session: SessionInfo, request: InputRequestOut, ref: str, reminder: Reminder) -> str:
         self._maybe_fail()

@@ -13,9 +13,17 @@ export function h(tag, props = {}, ...children) {
   return el;
 }
 
+// The channel a principal answered through, in words (as engine/protocol.py's channel_word says it).
+const VIA = { slack: "Slack", twilio: "SMS", github: "GitHub", "api-key": "the API" };
+
+// A person's principal names the person and the channel ("Alice Ng via SMS"); others their platform name.
 export function principalName(principal) {
   if (!principal) return "anonymous";
   const attributes = principal.attributes || {};
+  if (attributes.personName) {
+    const via = principal.principalId.startsWith("twilio:whatsapp:") ? "WhatsApp" : VIA[principal.authenticator];
+    return via ? `${attributes.personName} via ${via}` : attributes.personName;
+  }
   return attributes.userName || attributes.login || principal.principalId;
 }
 

@@ -1,13 +1,15 @@
 // The Edit form of an editable approval: one field per top-level property of its `action.inputSchema` (a text box,
 // a number box, a select for an enum, a checkbox for a boolean) and a JSON editor for what a form cannot show. It
-// approves with the edited input; the gateway checks it against the tool, and the fields it refuses say why.
+// approves with the edited input; the gateway checks it against the tool (or an external request's JSON Schema),
+// and the fields it refuses say why.
 
 import { h } from "./dom.js";
 
-// The schema a property stands for: a `$ref` looked up, a nullable one (`anyOf: [X, {type: "null"}]`) as X.
+// The schema a property stands for: a `$ref` looked up (in `$defs`, or draft-07's `definitions`), a nullable one
+// (`anyOf: [X, {type: "null"}]`) as X.
 function resolve(schema, root) {
-  const ref = typeof schema.$ref === "string" && schema.$ref.match(/^#\/\$defs\/(.+)$/);
-  if (ref) return resolve((root.$defs || {})[ref[1]] || {}, root);
+  const ref = typeof schema.$ref === "string" && schema.$ref.match(/^#\/(\$defs|definitions)\/(.+)$/);
+  if (ref) return resolve((root[ref[1]] || {})[ref[2]] || {}, root);
   const others = (schema.anyOf || []).filter((option) => option.type !== "null");
   return others.length === 1 && others.length < schema.anyOf.length ? resolve(others[0], root) : schema;
 }

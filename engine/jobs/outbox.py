@@ -1,0 +1,175 @@
+"""The transactional outbox: a job is a row written in the transaction that wants it, so no job is lost and
+none runs for work that rolled back.
+
+* A transaction records a job's row (`record`, through `Runtime.enqueue`); once it commits, its rows are
+  pushed to the executor (`push`), except the `run_turn` rows committed inside `following()`, which the job
+  that committed them runs itself (engine/jobs/perform.py).
+* A job runs inside `running_job(row)`: the first transaction it commits deletes the row (`hand_off`), so a
+  job that started is not pushed again; a job that commits none deletes it when it ends.
+* A row whose push was lost stays: the sweep pushes it again (`push_outbox`), the serving process takes the
+  rows the CLI handed over (`take_handed_over`), and `owed` tells the sweep which work still has a job here.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy.orm import Session as DbSession
+
+from engine import defaults
+from engine.store.tables import Outbox
+from engine.store.tx import OutboxRow, Tx
+
+if TYPE_CHECKING:
+    from engine.jobs.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class ExecutorUnavailable(Exception):
+    """The queue cannot take a job right now (Redis down): the outbox row stays for sweep()."""
+
+
+FOLLOW_UP_JOBS = frozenset({"run_turn"})
+"""Jobs that a job which commits them runs itself when it ends (see `following`)."""
+
+_job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
+"""The outbox row of the job this thread runs, until a transaction of the job deletes it."""
+_follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
+_OUTBOX = cast(Table, Outbox.__table__)
+_DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
+"""A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns/transitions.py)."""
+_INSERT_JOB_ROW = insert(_OUTBOX).returning(_OUTBOX.c.id)
+_HANDED_OVER = select(Outbox.id).where(Outbox.available_at <= defaults.HANDED_OVER_AT).limit(1)
+
+
+def record(tx: Tx, job: str, args: list[Any], now: datetime) -> None:
+    """Write a job's row in transaction `tx`; it is pushed once `tx` commits."""
+    row_id = tx.db.connection().execute(
+        _INSERT_JOB_ROW, {"job": job, "args": args, "created_at": now, "available_at": now}).scalar_one()
+    tx.outbox.append((row_id, job, args))
+
+
+def hand_off(tx: Tx) -> bool:
+    """In the first transaction a job commits: delete the job's row (whether this is one: the result)."""
+    job_row = _job_row.get()
+    if job_row is None:
+        return False
+    tx.db.connection().execute(_DELETE_JOB_ROW, {"row": job_row})
+    return True
+
+
+def committed(tx: Tx, handed_off: bool) -> list[OutboxRow]:
+    """After `tx` committed: the rows to push now (the follow-ups `following()` collects left out)."""
+    if handed_off:
+        _job_row.set(None)
+    rows = tx.outbox
+    later = _follow_ups.get()
+    if later is not None:
+        later.extend(row for row in rows if row[1] in FOLLOW_UP_JOBS)
+        rows = [row for row in rows if row[1] not in FOLLOW_UP_JOBS]
+    return rows
+
+
+@contextmanager
+def running_job(rt: Runtime, outbox_id: int) -> Iterator[None]:
+    """Run a job of outbox row `outbox_id` in this thread: the job's first committed transaction deletes
+    the row, or, if it commits none, a transaction of its own when it ends (whether it succeeded or not:
+    RQ retries a failed job; sweep() must not push it again)."""
+    token = _job_row.set(outbox_id)
+    try:
+        yield
+    finally:
+        if _job_row.get() is not None:
+            with rt.transaction():
+                pass
+        _job_row.reset(token)
+
+
+@contextmanager
+def following(rt: Runtime, collect: bool = True) -> Iterator[list[OutboxRow]]:
+    """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
+    applied an answer (or a message) then runs the turn itself, in the same worker, without a trip
+    through the queue (`jobs.perform`). Their outbox rows stay until each starts, as for any job: if
+    this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as
+    usual. With `collect` False, nothing is collected (the jobs are pushed)."""
+    later: list[OutboxRow] = []
+    if not collect:
+        yield later
+        return
+    token = _follow_ups.set(later)
+    try:
+        yield later
+    except BaseException:
+        _follow_ups.reset(token)
+        push(rt, later)
+        raise
+    _follow_ups.reset(token)
+
+
+def push(rt: Runtime, rows: list[OutboxRow]) -> None:
+    """Hand committed outbox rows to the executor; a row stays until its job starts, and sweep() pushes
+    again the rows whose job has not started in a while (a lost push)."""
+    for row_id, job, args in rows:
+        try:
+            # unique per push: RQ keeps job ids across a whole Redis, which several deployments may share
+            rt.executor.submit(rt, job, args, job_id=f"{job}-{row_id}-{secrets.token_hex(4)}", outbox_id=row_id)
+        except ExecutorUnavailable:
+            log.warning("executor unavailable; outbox row %s waits for sweep()", row_id, exc_info=True)
+
+
+def push_outbox(rt: Runtime) -> int:
+    """Push again the outbox rows whose job has not started a while after its push, and give them that while
+    again. A row pushed after the oldest job still waiting in the queue is not pushed again: its job waits
+    behind that one (a queue that far behind is not fed duplicates, which would put it further behind);
+    once the queue has moved past it, a row still here was lost."""
+    cutoff = rt.now() - timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS)
+    waiting_since = rt.executor.waiting_since()
+    if waiting_since is not None:
+        cutoff = min(cutoff, waiting_since)
+    return push_due(rt, cutoff)
+
+
+def push_due(rt: Runtime, cutoff: datetime) -> int:
+    """Push the outbox rows due by `cutoff` (at most 500), each by one process however many look: a row taken is
+    due again a while later (its job, once started, deletes it)."""
+    now = rt.now()
+    with rt.transaction() as db:
+        rows = [
+            (row.id, row.job, list(row.args))
+            for row in db.execute(
+                select(Outbox).where(Outbox.available_at <= cutoff)
+                .order_by(Outbox.id).limit(500).with_for_update(skip_locked=True)
+            ).scalars()
+        ]
+        if rows:
+            db.execute(update(Outbox).where(Outbox.id.in_([r[0] for r in rows])).values(available_at=now))
+    if rows:
+        push(rt, rows)
+    return len(rows)
+
+
+def take_handed_over(rt: Runtime) -> int:
+    """Run the jobs the CLI handed over (`executors.HandOver`): the serving process's poll. Finding none, the
+    usual case, is one read on the outbox's `available_at` index."""
+    with rt.db.read() as db:
+        if db.execute(_HANDED_OVER).first() is None:
+            return 0
+    return push_due(rt, defaults.HANDED_OVER_AT)
+
+
+def owed(db: DbSession, job: str, firsts: Sequence[Any]) -> set[Any]:
+    """Which of `firsts` have a `job` in the outbox (by its first argument): jobs pushed and not yet started,
+    whose lost pushes push_outbox() recovers."""
+    if not firsts:
+        return set()
+    wanted = set(firsts)
+    args = db.execute(select(Outbox.args).where(Outbox.job == job)).scalars()
+    return {a[0] for a in args if a and a[0] in wanted}

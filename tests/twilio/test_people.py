@@ -1,0 +1,56 @@
+"""One person across channels, end to end through the webhooks: alice starts a turn in Slack, its approval is
+texted to her phone too, and she approves it by SMS once her number is linked to her Slack user (the default
+response policy: the requester, any principal of the requester's person). Slack's card and her SMS name her."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from engine.jobs.recovery import sweep
+from tests.conftest import make_stack
+from tests.slack.workspace import USERS, Workspace, shared_fake, slack_settings
+from tests.support.agent import read_ledger, script
+from tests.support.fake_slack import TEAM
+from tests.twilio.support import ALICE, Sms, fake_twilio, twilio_settings
+
+PROMPT = "Approve texted refund?\namount=40\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."
+
+
+def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pytest.FixtureRequest,
+                                                                  tmp_path: Path) -> None:
+    slack_api, sms_api = shared_fake(request), fake_twilio(request)
+    slack_api.reset()
+    sms_api.reset()
+    with make_stack(request, "sqlite", tmp_path, **slack_settings(slack_api), **twilio_settings(sms_api.url)) as stack:
+        slack, sms = Workspace(stack, slack_api), Sms(stack, sms_api)
+        started = slack.mention("alice", script([("texted_refund", {"amount": 40})], final="refunded"))
+        [card] = slack.cards(started)
+        now = stack.rt.clock()
+        stack.rt.clock = lambda: now + timedelta(seconds=2)
+        assert sweep(stack.rt).escalated == 1
+        stack.settle()
+        assert sms.inbox(ALICE) == [PROMPT]
+
+        sms.text(ALICE, "1")  # her number is nobody's yet: not the Slack user who asked
+        assert read_ledger() == []
+        [refused] = [e["data"] for e in stack.events(slack.session_of(started)) if e["type"] == "approval.candidate"
+                     and e["data"]["outcome"] == "rejected"]
+        assert refused["responder"]["principalId"] == f"twilio:{ALICE}" and stack.pending(slack.session_of(started))
+
+        linked = stack.client("bob:operator").post("/api/people", json={
+            "name": "alice", "displayName": "Alice Ng", "principals": [f"slack:{TEAM}:{USERS['alice']}",
+                                                                       f"twilio:{ALICE}"]})
+        assert linked.status_code == 201, linked.get_data(as_text=True)
+        sms.text(ALICE, "1")
+
+        [ran] = read_ledger()
+        assert (ran["tool"], ran["requester"], ran["responder"]) == (
+            "texted_refund", f"slack:{TEAM}:{USERS['alice']}", f"twilio:{ALICE}")
+        assert sms.inbox(ALICE)[-1] == "Approve texted refund? Approved by Alice Ng via SMS."
+        settled = card.versions[-1]
+        assert "Approved by Alice Ng via SMS" in settled["text"]
+        [resolved] = [e["data"] for e in stack.events(slack.session_of(started)) if e["type"] == "input.resolved"]
+        assert resolved["resolutions"][0]["responder"]["attributes"]["personName"] == "Alice Ng"  # the audit too
