@@ -1,7 +1,7 @@
 """`GithubChannel`: requests shown as comments on an issue or pull request, one at a time, in order.
 
 A session's address is `github:<owner>/<repo>:<issue number>` (owner and repo lower-cased: GitHub treats them
-case-insensitively). `show` posts a prompt and returns the comment id; `settle` edits that comment so it loses
+case-insensitively). `show` posts a prompt and returns the comment id; `update` edits that comment so it loses
 its how-to line and names the outcome and who answered; `refuse` replies to the refused person with the
 policy's reason; `acknowledge` reacts to the comment a person wrote: 👀 on receipt, 👍 when it settled a
 request, 👎 when a response policy refused it or the channel ignored it; `notify` tells a person once per issue
@@ -93,7 +93,7 @@ def address_place(address: str) -> tuple[str, int]:
 
 class GithubChannel:
     name = "github"
-    settle_edits = True
+    update_edits = True
     one_at_a_time = True
 
     def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str,
@@ -118,7 +118,7 @@ class GithubChannel:
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_prompt(request, position)))
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         repository, issue = address_place(session.address)
         if ref is None:
             self.client.create_comment(repository, issue, render_settled_prompt(request))

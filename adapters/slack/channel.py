@@ -43,7 +43,7 @@ class ApiPlace(BaseModel):
 
 class SlackChannel:
     name = "slack"
-    settle_edits = True
+    update_edits = True
     one_at_a_time = False
 
     def __init__(self, client: SlackClient) -> None:
@@ -75,7 +75,7 @@ class SlackChannel:
         ts = self.client.post(where, render.request_card(request))
         return f"{where.channel_id}|{ts}"
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         """Replace the card with its settled form (no controls, who answered). Sibling cards are untouched."""
         self.update_card(session, request, ref, render.settled_card(request))
 

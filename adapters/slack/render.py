@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.answers.forms import FormField, Problem, form_fields
-from engine.channels.contract import Reminder
+from engine.channels.contract import Outcome, Reminder
 from engine.protocol import InputRequestOut, Option, Principal, app_reason
 
 from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW, EDIT_FIELD, EDIT_INPUT, EDIT_VIEW, WHOLE
@@ -201,7 +201,7 @@ def outcome_line(request: InputRequestOut) -> str:
     who = person(request.responder)
     response = request.response or {}
     note = response.get("text")
-    if request.outcome == "approved":
+    if request.outcome == Outcome.APPROVED:
         reason = app_reason(request.responder)
         if reason:
             return reason.capitalize()
@@ -209,9 +209,9 @@ def outcome_line(request: InputRequestOut) -> str:
             who = ", ".join(person(approver.principal) for approver in request.approvals.by)
         changes = response.get("changes")
         return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
-    if request.outcome == "denied":
+    if request.outcome == Outcome.DENIED:
         return f"Denied by {who}" + (f": {fit(note, NOTE)}" if note else "")
-    if request.outcome == "answered":
+    if request.outcome == Outcome.ANSWERED:
         labels = {option.id: option.label for option in request.options}
         answer = labels.get(response.get("optionId") or "", note or "")
         return f"Answered: {fit(answer, NOTE)} (by {who})"

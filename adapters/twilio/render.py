@@ -11,14 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.channels.contract import (
-    TEXT_LABELS,
-    QueuePosition,
-    render_progress,
-    render_reminder,
-    render_settled,
-    render_text,
-)
+from engine.answers.options import text_label
+from engine.channels.contract import QueuePosition, render_progress, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut
 
 from .parse import KEYWORDS
@@ -74,7 +68,7 @@ def how_to_answer(request: InputRequestOut, whatsapp: bool = False) -> str:
         return "Reply 1 or 2 (or approve / deny)."
     if not numbers:
         return "Reply with your answer."
-    keyword = not whatsapp and any(TEXT_LABELS.get(o.id, o.label).strip().upper() in KEYWORDS
+    keyword = not whatsapp and any(text_label(o.id, o.label).strip().upper() in KEYWORDS
                                    for o in request.options)
     if request.allow_freeform and not keyword:
         return "Reply with a number or your answer."

@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_request
+from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, Schedule
 from engine.answers.settlement import close_request
 from engine.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
@@ -39,7 +40,8 @@ from engine.policies import approvers, expiry
 from engine.protocol import Principal
 from engine.store.events import emit_requested
 from engine.store.queries import get_request
-from engine.store.storage import APPROVE, DENY, new_id, principal_digest
+from engine.store.statuses import CallbackStatus, Outcome
+from engine.store.storage import new_id, principal_digest
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
@@ -48,7 +50,7 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 """The input schema of an editable external request that gave none: any JSON object."""
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
 _QUORUM = select(ExternalRequest.quorum).where(ExternalRequest.request_id == bindparam("request"))
-"""Built once (see turns.py)."""
+"""Built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     external = ExternalRequest(
         request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
         body_digest=new.digest(), request_metadata=new.metadata, callback_url=new.callback_url,
-        callback_status="waiting" if new.callback_url else None, callback_attempts=0,
+        callback_status=CallbackStatus.WAITING if new.callback_url else None, callback_attempts=0,
         quorum=new.quorum if new.quorum > 1 else None)
     db.add(external)
     db.add_all(RequestApprover(request_id=request.request_id, principal_id=principal_id)
@@ -209,7 +211,7 @@ def cancel_external_request(rt: Runtime, request_id: str, principal: Principal) 
         if principal.authenticator != "operator" and not principal.same_as(requester):
             raise NotPermitted(f"only {requester.display_name}, who asked, or an operator may cancel this request",
                                {"requestId": request_id})
-        if close_request(rt, db, request_id, outcome="cancelled", response=None, responder=principal) is None:
+        if close_request(rt, db, request_id, outcome=Outcome.CANCELLED, response=None, responder=principal) is None:
             raise RequestClosed(f"request {request_id} is no longer open (it was {request.outcome})",
                                 {"requestId": request_id, "outcome": request.outcome})
     return get_request(rt, request_id)

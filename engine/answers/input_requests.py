@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session as DbSession
 
+from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from engine.policies import expiry
 from engine.protocol import InputRequestOut, principal_or_none
-from engine.store.storage import APPROVE, DENY, new_id
+from engine.store.statuses import CallbackStatus, CallStatus, RequestStatus
+from engine.store.storage import new_id
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
 from engine.store.tx import Tx
 
@@ -21,11 +23,6 @@ if TYPE_CHECKING:
     from engine.agent import Tool
 
 log = logging.getLogger(__name__)
-
-OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
-"""A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
-request opened then, a Slack card posted then, a client written then)."""
-
 
 def open_request(
     db: DbSession,
@@ -58,7 +55,7 @@ def open_request(
     request = InputRequest(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
-        display=display, requested_by=requested_by, status="pending", seq=seq, created_at=now,
+        display=display, requested_by=requested_by, status=RequestStatus.PENDING, seq=seq, created_at=now,
         expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
     )
     db.add(request)
@@ -115,7 +112,7 @@ def open_approval(
     when the tool is (its action then carries the schema of the input it may be approved with); open until the
     tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new state is
     set first: a call proposed in this transaction is then inserted with it (one statement)."""
-    call.status = "awaiting_approval"
+    call.status = CallStatus.AWAITING_APPROVAL
     call.approval_request_id = new_id("req")
     call.updated_at = now
     action: dict[str, Any] = {"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input}
@@ -128,16 +125,6 @@ def open_approval(
         now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
         schedule=tool.schedule, channels=channels,
     )
-
-
-def option_named(ids: Iterable[str], given: str) -> str | None:
-    """The id among `ids` that `given` names: itself (case-insensitive), else its synonym; None when none."""
-    known = list(ids)
-    for wanted in (given.lower(), OPTION_SYNONYMS.get(given.lower())):
-        match = next((i for i in known if i.lower() == wanted), None)
-        if match is not None:
-            return match
-    return None
 
 
 def request_wire(request: InputRequest) -> dict[str, Any]:
@@ -176,7 +163,7 @@ def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
     `retrying` (the next attempt at nextAttemptAt), `delivered` or `failed` (retried for 24 h)."""
     if external.callback_url is None:
         return None
-    due = external.callback_due_at if external.callback_status == "retrying" else None
+    due = external.callback_due_at if external.callback_status == CallbackStatus.RETRYING else None
     return {"status": external.callback_status, "attempts": external.callback_attempts,
             "lastError": external.callback_error, "nextAttemptAt": due.isoformat() if due else None}
 
@@ -184,7 +171,7 @@ def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
 def as_opened(request: InputRequest) -> dict[str, Any]:
     """The request on the wire as it was when it opened: pending, unanswered, neither reminded nor escalated."""
     return request_out(request).model_copy(update={
-        "status": "pending", "outcome": None, "response": None, "responder": None, "resolved_at": None,
+        "status": RequestStatus.PENDING, "outcome": None, "response": None, "responder": None, "resolved_at": None,
         "reminded": 0, "escalated_at": None,
     }).wire()
 
@@ -223,7 +210,7 @@ earliest."""
 def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputRequest]:
     """Open requests in the order typed replies and text channels take them (`SHOWN_ORDER`)."""
     return list(db.execute(
-        select(InputRequest).where(where, InputRequest.status == "pending").order_by(*SHOWN_ORDER)
+        select(InputRequest).where(where, InputRequest.status == RequestStatus.PENDING).order_by(*SHOWN_ORDER)
     ).scalars())
 
 
@@ -236,7 +223,8 @@ def shown_in(session_id: str) -> ColumnElement[bool]:
 def open_shown_in(db: DbSession, session_id: str) -> list[InputRequest]:
     """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
     answer them: a session-limit prompt first, then its own, then those escalated to it, each the earliest first."""
-    return list(db.execute(select(InputRequest).where(shown_in(session_id), InputRequest.status == "pending")
+    pending = InputRequest.status == RequestStatus.PENDING
+    return list(db.execute(select(InputRequest).where(shown_in(session_id), pending)
                            .order_by(*escalated_last(session_id))).scalars())
 
 

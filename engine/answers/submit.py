@@ -36,7 +36,8 @@ from engine.answers.edits import (
     stored_text,
 )
 from engine.answers.external import ANY_OBJECT, external_policy
-from engine.answers.input_requests import editable, option_named, request_out
+from engine.answers.input_requests import editable, request_out
+from engine.answers.options import outcome_of, read_response
 from engine.answers.quorum import need_of, tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
 from engine.answers.timers import escalated_approvers, places_on
@@ -56,6 +57,7 @@ from engine.policies import (
 from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
 from engine.store.events import emit
+from engine.store.statuses import CandidateOutcome, RequestStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall, Turn
 from engine.store.tx import Tx
@@ -65,12 +67,13 @@ from engine.turns.transitions import lock_for, schedule_resume
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
-_STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
+_STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateOutcome.PENDING: "pending",
+                                  CandidateOutcome.STALE: "stale"}
 """What a stored verdict answered (any other outcome refused)."""
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
-"""A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
+"""A request and the tool call it asks about, if any, in one read, built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,12 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
     request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
     if request is None or (session_id is not None and request.session_id != session_id):
         raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
-    if request.status != "pending":
+    if request.status != RequestStatus.PENDING:
         raise RequestClosed(
             f"request {request.request_id} is no longer open (it was {request.outcome})",
             {"requestId": request.request_id, "outcome": request.outcome},
         )
-    option_id, text = normalize(request, response)
+    option_id, text = read_response(request, response)
     checked = Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
                       call, external_policy(db, request), escalated_approvers(db, request))
     if checked.input is not None and (need := need_of(response_policy_for(rt, checked))) > 1:
@@ -196,41 +199,6 @@ def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> C
     return model_problems(tool.input_model) if tool is not None else None
 
 
-def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
-    """The option a response names (synonyms resolved, case-insensitive) and its text, or InvalidInput."""
-    text = response.text.replace("\x00", "").strip() if response.text is not None else None
-    text = text or None
-    option_id = None
-    if response.option_id is not None:
-        ids = [o["id"] for o in request.options]
-        match = option_named(ids, response.option_id)
-        if match is None:
-            raise InvalidInput(
-                f"request {request.request_id} has no option {response.option_id!r}",
-                {"requestId": request.request_id, "options": ids},
-            )
-        option_id = match
-    if request.kind == "question":
-        if (option_id is None) == (text is None):
-            raise InvalidInput("answer a question with exactly one of optionId or text",
-                               {"requestId": request.request_id})
-        if text is not None and not request.allow_freeform:
-            raise InvalidInput("this question takes one of its options", {"requestId": request.request_id})
-    else:
-        if option_id is None:
-            raise InvalidInput(f"a {request.kind} request needs an optionId",
-                               {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and outcome_of(request.kind, option_id) != "denied":
-            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
-    return option_id, text
-
-
-def outcome_of(kind: str, option_id: str | None) -> str:
-    if kind == "tool-approval":
-        return "approved" if option_id == "approve" else "denied"
-    return "answered"
-
-
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
                policy: ResponsePolicy) -> ResponseResult:
     verdict, reason = judge(rt, policy, context)
@@ -248,14 +216,15 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if earlier is not None:  # the first verdict stands
         outcome, stored_reason = earlier
         return ResponseResult(request_id, _STATUS_OF.get(outcome, "refused"), request_out(request), stored_reason)
-    if verdict == "pending":
+    if verdict == CandidateOutcome.PENDING:
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
-    if verdict != "allowed":
+    if verdict != CandidateOutcome.ALLOWED:
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
         still_waiting(rt, db, request, turn)
-        return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
+        status: Status = "stale" if verdict == CandidateOutcome.STALE else "refused"
+        return ResponseResult(request_id, status, request_out(request), reason)
     response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
     if checked.input is not None:
         response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
@@ -272,11 +241,11 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
                             response=response, responder=principal)
     if settled is None:
         reason = ALREADY_SETTLED
-        judge_candidate(rt, db, candidate_id, "stale", reason)
-        judged(rt, db, request, candidate_id, "stale", reason, principal)
+        judge_candidate(rt, db, candidate_id, CandidateOutcome.STALE, reason)
+        judged(rt, db, request, candidate_id, CandidateOutcome.STALE, reason, principal)
         db.refresh(request)
         return ResponseResult(request_id, "stale", request_out(request), reason)
-    judge_candidate(rt, db, candidate_id, "allowed")
+    judge_candidate(rt, db, candidate_id, CandidateOutcome.ALLOWED)
     if turn is not None:
         schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
@@ -285,7 +254,7 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
 def still_waiting(rt: Runtime, db: DbSession, request: InputRequest, turn: Turn | None) -> None:
     """A response that did not settle its request: a turn parked on it says it still waits (a running turn says so
     when it parks)."""
-    if request.status == "pending" and turn is not None and turn.status == "waiting":
+    if request.status == RequestStatus.PENDING and turn is not None and turn.status == TurnStatus.WAITING:
         emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
 
 
@@ -319,10 +288,11 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
-        judged_now = request.status == "pending" and not answered_again
+        judged_now = request.status == RequestStatus.PENDING and not answered_again
         context = policy_context(rt, db, request, info, candidate_id, False) if judged_now else None
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
-        ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
+        (CandidateOutcome.STALE,
+         SUPERSEDED if answered_again and request.status == RequestStatus.PENDING else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_for(db, request)
         if judged_before(db, candidate_id) is not None:
@@ -341,13 +311,13 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
     candidate_id = new_id("cand")
     row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
-           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
+           "outcome": CandidateOutcome.PENDING, "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
         Tx.of(db).unjudged[candidate_id] = row
     else:
         insert_candidate(db, row)
     request = checked.request
-    judged(rt, db, request, candidate_id, "pending", None, info.responder)
+    judged(rt, db, request, candidate_id, CandidateOutcome.PENDING, None, info.responder)
     context = policy_context(rt, db, request, info, candidate_id, judged_here)
     return candidate_id, context, response_policy_for(rt, checked)
 
@@ -376,7 +346,7 @@ def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: Resp
     the policy runs after it (engine/answers/directory.py)."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
-            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
+            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == CandidateOutcome.PENDING,
             ResponseCandidate.candidate_id != candidate_id,
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
@@ -420,16 +390,16 @@ def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tupl
         if inspect.isawaitable(result):
             result = asyncio.run(_bounded(result, rt.response_policy_timeout))
     except TimeoutError:
-        return "timed-out", "the response policy did not answer in time"
+        return CandidateOutcome.TIMED_OUT, "the response policy did not answer in time"
     except Exception as exc:
         log.exception("response policy failed")
-        return "failed", f"the response policy failed: {type(exc).__name__}"
+        return CandidateOutcome.FAILED, f"the response policy failed: {type(exc).__name__}"
     status = result.get("status") if isinstance(result, dict) else None
-    if status in ("allowed", "pending"):
-        return status, None
-    if status == "rejected":
-        return "rejected", str(result.get("reason") or "refused by the response policy")
-    return "failed", f"the response policy returned {result!r}"
+    if status in (CandidateOutcome.ALLOWED, CandidateOutcome.PENDING):
+        return CandidateOutcome(status), None
+    if status == CandidateOutcome.REJECTED:
+        return CandidateOutcome.REJECTED, str(result.get("reason") or "refused by the response policy")
+    return CandidateOutcome.FAILED, f"the response policy returned {result!r}"
 
 
 async def _bounded(awaitable: Any, timeout: float) -> Any:

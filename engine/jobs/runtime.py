@@ -18,8 +18,7 @@ from engine.jobs import outbox
 from engine.jobs.outbox import OutboxRow
 from engine.store.db import Database
 from engine.store.events import write_appended
-from engine.store.tables import Session as SessionRow
-from engine.store.tables import utcnow
+from engine.store.tables import Session, utcnow
 from engine.store.tx import Tx
 
 
@@ -123,9 +122,9 @@ class Runtime:
                 flagged.append(session_id)
         if unheld:
             flagged += tx.db.execute(
-                update(SessionRow).where(SessionRow.id.in_(unheld), SessionRow.channel.in_(list(self.channels)),
-                                         SessionRow.delivery_queued.is_(False))
-                .values(delivery_queued=True).returning(SessionRow.id)
+                update(Session).where(Session.id.in_(unheld), Session.channel.in_(list(self.channels)),
+                                      Session.delivery_queued.is_(False))
+                .values(delivery_queued=True).returning(Session.id)
             ).scalars().all()
         for session_id in flagged:
             outbox.record(tx, "deliver", [session_id], self.now())

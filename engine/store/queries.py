@@ -20,6 +20,7 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
 from engine.store.access import request_seen, requests_seen_by, session_seen, sessions_seen_by
 from engine.store.events import events_wire
+from engine.store.statuses import RequestStatus
 from engine.store.tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
 T = TypeVar("T")
@@ -208,7 +209,7 @@ def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> 
     """Which requests the inbox's first page of pending ones (`list_requests(status="pending", limit=limit,
     seen_by=seen_by)`) holds, by id only: `{requestIds, next}`."""
     with rt.db.read() as db:
-        query = select(InputRequest.request_id).where(InputRequest.status == "pending")
+        query = select(InputRequest.request_id).where(InputRequest.status == RequestStatus.PENDING)
         if seen_by is not None:
             query = query.where(requests_seen_by(seen_by))
         page, last = page_of(db, query, INBOX_ORDER, None, limit)
@@ -258,7 +259,7 @@ def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = No
         page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
-            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s, _ in page]))
+            .where(InputRequest.status == RequestStatus.PENDING, InputRequest.session_id.in_([s.id for s, _ in page]))
             .group_by(InputRequest.session_id)
         ).all()) if page else {}
         sessions = [

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from engine.store.statuses import CallStatus, CandidateOutcome, ContactStatus, RequestStatus, SessionStatus, TurnStatus
 from engine.store.storage import (
     PRINCIPAL,
     DigestType,
@@ -65,7 +66,7 @@ class Session(Base):
     stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     initiator_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("initiator"))
-    status: Mapped[str] = mapped_column(String(16), default="idle")
+    status: Mapped[str] = mapped_column(String(16), default=SessionStatus.IDLE)
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
     delivered_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -103,7 +104,7 @@ class Turn(Base):
     id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("turn"))
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=TurnStatus.QUEUED)
     requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     input: Mapped[str] = mapped_column(Text)
     result: Mapped[str | None] = mapped_column(Text)
@@ -159,7 +160,7 @@ class ToolCall(Base):
     tool: Mapped[str] = mapped_column(String(200))
     input: Mapped[dict[str, Any]] = mapped_column(JSONType)
     input_hash: Mapped[str] = mapped_column(DigestType)
-    status: Mapped[str] = mapped_column(String(24), default="proposed")
+    status: Mapped[str] = mapped_column(String(24), default=CallStatus.PROPOSED)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     approval_request_id: Mapped[str | None] = mapped_column(id_type(80))
     responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
@@ -188,7 +189,7 @@ class InputRequest(Base):
     allow_freeform: Mapped[bool] = mapped_column(Boolean, default=False)
     display: Mapped[str] = mapped_column(String(16))
     requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
-    status: Mapped[str] = mapped_column(String(16), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default=RequestStatus.PENDING)
     outcome: Mapped[str | None] = mapped_column(String(16))
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
@@ -310,7 +311,7 @@ class ResponseCandidate(Base):
     responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)  # a note; an approve's edited input, as JSON (answers/edits.py)
-    outcome: Mapped[str] = mapped_column(String(16), default="pending")
+    outcome: Mapped[str] = mapped_column(String(16), default=CandidateOutcome.PENDING)
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     judged_at: Mapped[datetime | None] = mapped_column()
@@ -419,7 +420,7 @@ class Contact(Base):
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     channel: Mapped[str] = mapped_column(String(32))
     address: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16), default="reachable")
+    status: Mapped[str] = mapped_column(String(16), default=ContactStatus.REACHABLE)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     __table_args__ = (UniqueConstraint("channel", "address"),)
