@@ -18,6 +18,7 @@ from engine.errors import ToolDefinitionError
 from engine.llm import ChatModel
 from engine.policies import ApprovalPolicy, ResponsePolicy, never
 from engine.protocol import Principal
+from engine.store.statuses import Outcome
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,11 @@ class Answer:
     option_id: str | None
     text: str | None
     responder: Principal | None
-    outcome: str = "answered"
+    outcome: str = Outcome.ANSWERED
 
     @property
     def dismissed(self) -> bool:
-        return self.outcome != "answered"
+        return self.outcome != Outcome.ANSWERED
 
     @property
     def value(self) -> str | None:

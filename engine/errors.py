@@ -12,6 +12,11 @@ class EngineError(Exception):
         self.details = details or {}
 
 
+class GroupLookupFailed(Exception):  # noqa: N818 - a normal outcome: an approvers policy refuses with its reason
+    """The members of a platform group (a Slack user group, a GitHub team) could not be had; the message says why.
+    Raised by the channel adapters that list them (engine/channels/groups.py)."""
+
+
 class AlreadyApplied(Exception):  # noqa: N818 - a normal outcome for a redelivered job
     """The inbound item behind this message or answer was applied before (a job that ran twice)."""
 

@@ -6,15 +6,17 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from engine.answers.edits import input_grant
 from engine.answers.schedules import Schedule, Seconds, schedule
 from engine.answers.showing import Showing, showing
+from engine.channels.groups import platform_kind
+from engine.errors import GroupLookupFailed
 from engine.llm import ChatModel
 from engine.people import Person
 from engine.protocol import InputRequestOut, Principal
@@ -185,6 +187,20 @@ class ResponseInfo:
         return self.option_id
 
 
+class Directory(Protocol):
+    """Who is who, for a response policy (engine/answers/directory.py): the people and groups `approvers` names."""
+
+    def members(self, who: Iterable[str]) -> frozenset[str]:
+        """The principal ids of everyone `who` names (principal ids, `person:`, `group:`, `slack-usergroup:`,
+        `github-team:` items); GroupLookupFailed (engine/channels/groups.py) when a platform group's members
+        cannot be had."""
+        ...
+
+    def same_person(self, principal_id: str) -> frozenset[str]:
+        """Every principal id of the person `principal_id` belongs to (only itself when it is nobody's)."""
+        ...
+
+
 @dataclass(frozen=True)
 class ResponseContext:
     """What a response policy sees about one response to a request."""
@@ -198,11 +214,21 @@ class ResponseContext:
     """The person the responder's principal is linked to (engine/people.py), None when it is nobody's."""
     requester_person_of: Callable[[], Person | None] = field(default=lambda: None, repr=False, compare=False)
     """Reads `requester_person`, only for a policy that looks at it."""
+    directory: Directory | None = field(default=None, repr=False, compare=False)
+    """Who is who (people, groups, platform groups); None: principal ids stand only for themselves."""
 
     @cached_property
     def requester_person(self) -> Person | None:
         """The person the requester's principal is linked to, None when it is nobody's (or nobody asked)."""
         return self.requester_person_of()
+
+    def is_one_of(self, who: Iterable[str]) -> bool:
+        """Whether the responder is one of the people `who` names (any principal of their person counts);
+        GroupLookupFailed when a platform group in it cannot be looked up."""
+        responder = self.response.responder.principal_id
+        if self.directory is None:
+            return responder in who
+        return not self.directory.same_person(responder).isdisjoint(self.directory.members(who))
 
     @cached_property
     def candidates(self) -> list[ResponseInfo]:
@@ -231,24 +257,46 @@ def requester_only(ctx: ResponseContext) -> dict[str, str]:
 
 
 class approvers:  # noqa: N801 - a response policy, read as a word like the request policies
-    """A response policy: any one of these principal ids may settle (`slack:T1:U1`, `twilio:+15551230001`,
-    `github:1001`, an API key's `alice`); an operator always may. With none named, anyone the session's place
-    admits may: the people its channel's webhooks verify (a Slack workspace's users, the texted number, GitHub
-    users at the permission floor), or, in the console, the API and the CLI (channel `api`), API keys' holders.
-    An external request with `approvers` is judged by this policy."""
+    """A response policy: the people `who` names may settle, and an approval takes `quorum` distinct people.
 
-    def __init__(self, principal_ids: frozenset[str] | set[str] | list[str] = frozenset()) -> None:
-        self.principal_ids = frozenset(principal_ids)
+    `who` items: a principal id (`slack:T1:U1`, `twilio:+15551230001`, `github:1001`, an API key's `alice`),
+    `person:<name>`, `group:<name>` (the gateway's people and groups), `slack-usergroup:<id>` (or
+    `slack-usergroup:<team>:<id>`) and `github-team:<org>/<slug>` (members looked up on the platform, kept at most
+    five minutes; a lookup that fails refuses, with the reason). A person's principals count as that person. An
+    operator always may. With nobody named, anyone the session's place admits may: the people its channel's
+    webhooks verify (a Slack workspace's users, the texted number, GitHub users at the permission floor), or, in
+    the console, the API and the CLI (channel `api`), API keys' holders. An external request with `approvers` is
+    judged by this policy.
+
+    Quorum (engine/answers/quorum.py): an approve this policy allows settles the request once `quorum` distinct
+    people approved it; until then it is a `pending` candidate counted toward it ("1 of 2"). Anyone's deny it
+    allows settles the request denied at once."""
+
+    def __init__(self, *who: str | Iterable[str], quorum: int = 1) -> None:
+        items: list[str] = []
+        for item in who:
+            items.extend([item] if isinstance(item, str) else item)
+        self.who = tuple(dict.fromkeys(items))
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 1:
+            raise ValueError(f"quorum is a whole number of people, at least 1, not {quorum!r}")
+        self.quorum = quorum
+
+    @property
+    def looks_up(self) -> bool:
+        """Whether judging asks a platform for a group's members (so it runs outside any transaction)."""
+        return any(platform_kind(item) for item in self.who)
 
     def __call__(self, ctx: ResponseContext) -> dict[str, str]:
         responder = ctx.response.responder
         if responder.authenticator == "operator":
             return {"status": "allowed"}
-        if self.principal_ids:
-            if responder.principal_id in self.principal_ids:
-                return {"status": "allowed"}
-            return {"status": "rejected", "reason": f"only {' or '.join(sorted(self.principal_ids))} may answer this "
-                    "request"}
+        if self.who:
+            try:
+                if ctx.is_one_of(self.who):
+                    return {"status": "allowed"}
+            except GroupLookupFailed as exc:
+                return {"status": "rejected", "reason": str(exc)}
+            return {"status": "rejected", "reason": f"only {' or '.join(self.who)} may answer this request"}
         place = ctx.session.channel
         if responder.authenticator == ("api-key" if place == "api" else place):
             return {"status": "allowed"}
@@ -257,12 +305,13 @@ class approvers:  # noqa: N801 - a response policy, read as a word like the requ
 
 
 def judged_at_once(policy: ResponsePolicy) -> bool:
-    """The default policy and `approvers` only compare principals, and so does an escalation's list of approvers
-    (`escalated`, over one of those): they are judged in the transaction that stores their candidates. Any other
-    policy may take its time, so it runs outside any transaction."""
+    """The default policy and `approvers` only compare principals (and read the gateway's people and groups), and
+    so does an escalation's list of approvers (`escalated`, over one of those): they are judged in the transaction
+    that stores their candidates. Any other policy may take its time (and so may `approvers` naming a platform
+    group: the platform is asked), so it runs outside any transaction."""
     if isinstance(policy, escalated):
         return judged_at_once(policy.base)
-    return policy is requester_only or isinstance(policy, approvers)
+    return policy is requester_only or (isinstance(policy, approvers) and not policy.looks_up)
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,27 @@ class ToolCallAction(WireModel):
 RequestKind = Literal["tool-approval", "question", "session-limit"]
 
 
+class Approver(WireModel):
+    """One person counted toward a quorum: how messages name them, and the principal they approved as."""
+
+    name: str
+    principal: Principal
+
+
+class Approvals(WireModel):
+    """A quorum's progress (engine/answers/quorum.py): `have` distinct people approved, of the `need` it takes."""
+
+    have: int
+    need: int
+    by: list[Approver] = Field(description="who approved, one per person, first first")
+
+    @property
+    def progress(self) -> str:
+        """`1 of 2 approvals: Alice Ng`."""
+        names = ", ".join(approver.name for approver in self.by)
+        return f"{self.have} of {self.need} approvals" + (f": {names}" if names else "")
+
+
 class InputRequestOut(WireModel):
     request_id: str
     session_id: str
@@ -146,6 +167,8 @@ class InputRequestOut(WireModel):
     reminded: int = 0
     """How many reminders went out."""
     escalated_at: datetime | None = None
+    approvals: Approvals | None = Field(None, description="a request that takes more than one approver: who "
+                                                          "approved so far, of how many (null otherwise)")
 
 
 EDITED_INPUT = "an editable request's approve only: the whole input the call runs with instead of the proposed one"

@@ -21,6 +21,7 @@ from engine.store.queries import (
     require_seen,
     session_history,
 )
+from engine.store.statuses import RequestStatus
 from engine.turns.sessions import open_session
 
 from . import stream
@@ -176,7 +177,7 @@ def inbox_events() -> Response:
 def requests_inbox() -> Response:
     caller = current_caller()
     status = request.args.get("status")
-    if status not in (None, "pending", "resolved"):
+    if status is not None and status not in tuple(RequestStatus):
         raise ApiError(400, "invalid_query", "`status` is pending or resolved", {"parameter": "status"})
     return jsonify(list_requests(runtime(), status=status, session_id=request.args.get("sessionId"),
                                  limit=limit_arg(), after=request.args.get("after"), seen_by=caller.seen_by))

@@ -26,6 +26,7 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, operator_principal
 from engine.store.db import Database
 from engine.store.queries import list_requests, list_sessions, session_history
+from engine.store.statuses import RequestStatus
 from engine.store.tables import InputRequest, Outbox, Session
 from engine.turns.transitions import pending_requests
 
@@ -38,7 +39,7 @@ RESUMES_LATER = "what was done stands, and the turn resumes once `hitl serve` or
 
 def add_operator_commands(commands: Any) -> None:
     requests = commands.add_parser("requests", help="list input requests, oldest first")
-    requests.add_argument("--status", choices=["pending", "resolved"], default=None)
+    requests.add_argument("--status", choices=list(RequestStatus), default=None)
     requests.add_argument("--session", default=None)
     requests.add_argument("--limit", type=count, default=PAGE, help=f"at most this many (0 to {MAX_PAGE})")
     requests.add_argument("--after", default=None, help="the next page: the request id the page before ended with")

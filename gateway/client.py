@@ -151,15 +151,18 @@ class HitlClient:
                          approvers: list[str] | None = None, expires_in: int | None = None,
                          idempotency_key: str | None = None, callback_url: str | None = None,
                          metadata: dict[str, Any] | None = None, prompt: str | None = None,
-                         editable: bool = False, input_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+                         editable: bool = False, input_schema: dict[str, Any] | None = None,
+                         quorum: int | None = None) -> dict[str, Any]:
         """Ask people to approve a tool call (POST /api/requests); returns the request, pending (or, for an
         idempotency key used before, as it is now). It does not wait: `wait(req["requestId"])` does. `editable`:
         people may approve it with another input, which must fit `input_schema` (a JSON Schema; none: any object);
-        the closed request's `response.input` is then the input approved (`action.input` the one proposed)."""
+        the closed request's `response.input` is then the input approved (`action.input` the one proposed).
+        `quorum`: how many distinct approvers must approve it."""
         action = {"kind": "tool-call", "toolName": tool, "input": json_safe(input)}
         if input_schema is not None:
             action["inputSchema"] = input_schema
-        body = {"kind": "tool-approval", "prompt": prompt, "action": action, "editable": editable or None}
+        body = {"kind": "tool-approval", "prompt": prompt, "action": action, "editable": editable or None,
+                "quorum": quorum}
         return self.open(body, to, approvers, expires_in, idempotency_key, callback_url, metadata)
 
     def request_answer(self, prompt: str, options: list[str | dict[str, Any]] | None = None,

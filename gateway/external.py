@@ -5,6 +5,7 @@ stored."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,11 +15,21 @@ from engine.answers.external import NewRequest, Place
 from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
 from engine.answers.showing import showing
 from engine.jobs.runtime import Runtime
-from engine.people import group, person
+from engine.people import NAME, group, person
 
 from .errors import ApiError, field_problems
 from .schemas import MAX_METADATA_BYTES, MAX_SCHEMA_BYTES, PlaceSpec
 from .schemas import NewRequest as NewRequestBody
+
+APPROVER_FORMS = {
+    "person": (NAME, "a person's name"), "group": (NAME, "a group's name"),
+    "slack-usergroup": (re.compile(r"(?:[A-Z0-9]{1,32}:)?[A-Z0-9]{1,32}"), "a Slack user group id (S0614TZR7), "
+                        "or a workspace id and one (T1:S0614TZR7)"),
+    "github-team": (re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}"), "<org>/<team slug>"),
+}
+"""The approvers items that are not principal ids: their forms, and what each says."""
+MANY = ("group:", "slack-usergroup:", "github-team:")
+"""Items that may name many people."""
 
 
 def unprocessable(problems: list[tuple[str, str]], code: str = "invalid_request") -> ApiError:
@@ -34,7 +45,7 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
         body = NewRequestBody.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise unprocessable(field_problems(exc)) from None
-    problems = kind_problems(body) + time_problems(body)
+    problems = kind_problems(body) + time_problems(body) + approver_problems(body)
     if body.metadata is not None and len(json.dumps(body.metadata)) > MAX_METADATA_BYTES:
         problems.append(("metadata", f"at most {MAX_METADATA_BYTES} bytes of JSON"))
     if problems:
@@ -45,7 +56,8 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
         kind=body.kind, prompt=body.prompt, tool_name=body.action.tool_name if body.action else None,
         tool_input=body.action.input if body.action else None, editable=bool(body.editable),
         input_schema=body.action.input_schema if body.action else None, options=options,
-        allow_freeform=bool(body.allow_freeform), approvers=body.approvers or [], expires_in=body.expires_in,
+        allow_freeform=bool(body.allow_freeform), approvers=body.approvers or [], quorum=body.quorum or 1,
+        expires_in=body.expires_in,
         idempotency_key=body.idempotency_key, callback_url=body.callback_url, metadata=body.metadata,
         schedule=schedule_of(rt, body), **places_of(rt, body),
     )
@@ -102,6 +114,31 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
         if len(set(seen)) < len(seen):
             problems.append(("options", f"two options have the same {what} (compared without case)"))
     return problems
+
+
+def approver_problems(body: NewRequestBody) -> list[tuple[str, str]]:
+    """Approvers items of no known form, and a quorum that cannot be met (more people than the approvers name,
+    when none of them is a group)."""
+    named = list(dict.fromkeys(body.approvers or []))
+    problems = [(f"approvers.{n}", problem) for n, item in enumerate(body.approvers or [])
+                if (problem := approver_problem(item)) is not None]
+    quorum = body.quorum or 1
+    if quorum > 1 and body.kind != "tool-approval":
+        problems.append(("quorum", "only a tool approval takes a quorum: a question settles at its first answer"))
+    elif named and quorum > len(named) and not any(item.startswith(MANY) for item in named):
+        problems.append(("quorum", f"{quorum} people cannot approve it: its approvers name {len(named)}"))
+    return problems
+
+
+def approver_problem(item: str) -> str | None:
+    """What is wrong with one approvers item (None: nothing)."""
+    kind, sep, rest = item.partition(":")
+    form = APPROVER_FORMS.get(kind) if sep else None
+    if form is not None:
+        return None if form[0].fullmatch(rest) else f"{kind}: is followed by {form[1]}"
+    if any(char.isspace() for char in item):
+        return "a principal id has no spaces"
+    return None
 
 
 def input_schema_problems(body: NewRequestBody) -> list[tuple[str, str]]:

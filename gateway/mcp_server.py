@@ -105,7 +105,7 @@ async def ask_human(
         return hitl.request_answer(prompt, [dict(o) if isinstance(o, dict) else o for o in options or []] or None,
                                    allow_freeform, dict(to) if to else None, approvers, expires_in=timeout_seconds)
 
-    closed = await settle(ctx, opened, timeout_seconds)
+    closed = await open_and_wait(ctx, opened, timeout_seconds)
     response = closed.get("response") or {}
     labels = {o["id"]: o["label"] for o in closed.get("options") or []}
     answered = closed["outcome"] == "answered"
@@ -141,7 +141,7 @@ async def request_approval(
         return hitl.request_approval(action, input, dict(to) if to else None, approvers,
                                      expires_in=timeout_seconds, prompt=prompt)
 
-    closed = await settle(ctx, opened, timeout_seconds)
+    closed = await open_and_wait(ctx, opened, timeout_seconds)
     decided = closed["outcome"]
     outcome: Literal["approved", "denied", "timed-out", "cancelled"] = (
         "approved" if decided == "approved" else "denied" if decided == "denied"
@@ -156,7 +156,7 @@ async def request_approval(
     return tool_result(said, dict(result))
 
 
-async def settle(ctx: Context, opened: Callable[[HitlClient], dict[str, Any]], timeout: int) -> dict[str, Any]:
+async def open_and_wait(ctx: Context, opened: Callable[[HitlClient], dict[str, Any]], timeout: int) -> dict[str, Any]:
     """Open a request (`opened`) and wait until it closes or `timeout` seconds pass (then it is closed, expired or
     cancelled). An error of the gateway, or none reachable, is a ToolError naming it; a call the client cancels
     cancels its request."""

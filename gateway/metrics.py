@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.channels.inbound import NOTICE
 from engine.jobs.runtime import Runtime
+from engine.store.statuses import RequestStatus, RunStatus, TurnStatus
 from engine.store.tables import Inbound, InputRequest, PrunedInbound, Run, Turn
 
 from .auth import current_caller
@@ -24,7 +25,7 @@ bp = Blueprint("metrics", __name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KINDS = ("tool-approval", "question", "session-limit")
-TURN_STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
+TURN_STATUSES: tuple[str, ...] = tuple(TurnStatus)
 DECISION_BUCKETS = (1, 5, 15, 60, 300, 900, 3600)
 
 @dataclass
@@ -85,11 +86,12 @@ def request_families(db: DbSession, now: datetime) -> list[Family]:
     ).all()
     for kind, status, outcome, count in rows:
         total.add(count, kind=kind, status=status, outcome=outcome or "")
-        if status == "pending":
+        if status == RequestStatus.PENDING:
             waiting[kind] = waiting.get(kind, 0) + count
     for kind, count in waiting.items():
         pending.add(count, kind=kind)
-    oldest = db.execute(select(func.min(InputRequest.created_at)).where(InputRequest.status == "pending")).scalar()
+    oldest = db.execute(select(func.min(InputRequest.created_at))
+                        .where(InputRequest.status == RequestStatus.PENDING)).scalar()
     age = Family("hitl_input_request_oldest_pending_age_seconds", "gauge",
                  "Seconds the oldest pending input request has waited (0 when none is pending).")
     age.add(max((now - oldest).total_seconds(), 0.0) if oldest else 0)
@@ -111,7 +113,7 @@ def decision_histogram(db: DbSession, seconds: ColumnElement[Any]) -> Family:
         row[0]: row[1:]
         for row in db.execute(
             select(InputRequest.kind, func.count(), func.sum(seconds), *buckets)
-            .where(InputRequest.status == "resolved", InputRequest.resolved_at.is_not(None))
+            .where(InputRequest.status == RequestStatus.RESOLVED, InputRequest.resolved_at.is_not(None))
             .group_by(InputRequest.kind)
         ).all()
     }
@@ -137,7 +139,7 @@ def turn_families(db: DbSession) -> list[Family]:
                       "Failed work: turns that ended failed (reason=turn_failed) and runs whose worker or database "
                       "connection was lost (reason=run_crashed; their turns were resumed).")
     failures.add(by_status["failed"], reason="turn_failed")
-    failures.add(db.execute(select(func.count()).select_from(Run).where(Run.status == "crashed")).scalar_one(),
+    failures.add(db.execute(select(func.count()).select_from(Run).where(Run.status == RunStatus.CRASHED)).scalar_one(),
                  reason="run_crashed")
     return [turns, failures]
 

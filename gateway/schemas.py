@@ -129,6 +129,7 @@ MAX_PLACES = 10
 MAX_EXPIRES_IN = 30 * 24 * 3600
 MAX_METADATA_BYTES = 16 * 1024
 PrincipalId = Annotated[str, Field(min_length=1, max_length=200)]
+MAX_QUORUM = 50
 
 
 Seconds = Annotated[float, Field(gt=0, le=MAX_EXPIRES_IN)]
@@ -165,7 +166,10 @@ class NewRequest(StrictWireModel):
         omitted("where it is shown (a place or a list): the first channel address is its session's place, every "
                 "other place shows it too; without a channel address, in the console, the API and the CLI")
     approvers: Omittable[Annotated[list[PrincipalId], Field(min_length=1, max_length=50)]] = omitted(
-        "principal ids, any one of whom may settle it (operators always may); without it, anyone the place admits")
+        "who may settle it (operators always may): principal ids, person:<name>, group:<name>, "
+        "slack-usergroup:<id> and github-team:<org>/<slug>; without it, anyone the place admits")
+    quorum: Omittable[Annotated[int, Field(ge=1, le=MAX_QUORUM)]] = omitted(
+        "tool approvals: how many distinct people must approve it (1 when not given); any one's deny settles it")
     expires_in: Omittable[Annotated[int, Field(ge=1, le=MAX_EXPIRES_IN)]] = omitted(
         "seconds until it closes `expired` (or as onTimeout says)")
     remind: Omittable[RemindSpec] = omitted("reminders while it waits")
@@ -316,6 +320,7 @@ class ExternalInputRequest(RequestDetail):
     """An external request (POST /api/requests): an InputRequest with no turn, and what its agent gave."""
 
     approvers: list[str] = Field(description="who may settle it (none: anyone its place admits); operators too")
+    quorum: int = Field(description="how many distinct people must approve it")
     idempotency_key: str | None
     metadata: dict[str, Any] | None
     callback: CallbackState | None = Field(description="its callback's delivery; null without a callbackUrl")

@@ -1,7 +1,7 @@
 """`GithubChannel`: requests shown as comments on an issue or pull request, one at a time, in order.
 
 A session's address is `github:<owner>/<repo>:<issue number>` (owner and repo lower-cased: GitHub treats them
-case-insensitively). `show` posts a prompt and returns the comment id; `settle` edits that comment so it loses
+case-insensitively). `show` posts a prompt and returns the comment id; `update` edits that comment so it loses
 its how-to line and names the outcome and who answered; `refuse` replies to the refused person with the
 policy's reason; `acknowledge` reacts to the comment a person wrote: 👀 on receipt, 👍 when it settled a
 request, 👎 when a response policy refused it or the channel ignored it; `notify` tells a person once per issue
@@ -33,6 +33,7 @@ from engine.channels.contract import (
     WebhookRequest,
 )
 from engine.channels.port import ChannelPort
+from engine.errors import GroupLookupFailed
 from engine.protocol import InputRequestOut, InputResponse, Principal
 
 from .client import CollaboratorRole, GithubClient
@@ -48,6 +49,7 @@ from .parse import (
 )
 from .render import (
     render_message,
+    render_progress_comment,
     render_prompt,
     render_refusal,
     render_refused_edit,
@@ -91,7 +93,7 @@ def address_place(address: str) -> tuple[str, int]:
 
 class GithubChannel:
     name = "github"
-    settle_edits = True
+    update_edits = True
     one_at_a_time = True
 
     def __init__(self, client: GithubClient, bot_login: str, webhook_secret: str,
@@ -116,7 +118,7 @@ class GithubChannel:
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_prompt(request, position)))
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         repository, issue = address_place(session.address)
         if ref is None:
             self.client.create_comment(repository, issue, render_settled_prompt(request))
@@ -149,12 +151,28 @@ class GithubChannel:
                 log.warning("not mentioning %s: GitHub did not give its login (%s)", principal_id, exc)
         return found
 
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str:
+        """A comment with the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+        repository, issue = address_place(session.address)
+        return str(self.client.create_comment(repository, issue, render_progress_comment(request)))
+
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Reply to a GitHub responder (anyone else was told by the channel they answered through)."""
         if responder.authenticator != "github":
             return
         repository, issue = address_place(session.address)
         self.client.create_comment(repository, issue, render_refusal(request, responder, reason))
+
+    def group_members(self, kind: str, ref: str) -> frozenset[str]:
+        """The principal ids (`github:<user id>`) of a team's members; `ref` is `<org>/<team slug>`.
+        GroupLookupFailed when GitHub cannot say (no such team, a token that may not read it, GitHub down)."""
+        org, _, slug = ref.partition("/")
+        if kind != "github-team" or not org or not slug:
+            raise GroupLookupFailed(f"GitHub has no group {kind}:{ref}")
+        try:
+            return frozenset(f"github:{user}" for user in self.client.team_members(org, slug))
+        except (GithubError, ChannelUnavailable) as exc:
+            raise GroupLookupFailed(f"GitHub answered: {exc}") from exc
 
     def acknowledge(self, ref: str, status: str) -> None:
         """React to the comment `ref` (`<owner>/<repo>:<comment id>`) for what became of it."""

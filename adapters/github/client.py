@@ -24,6 +24,9 @@ from .errors import GithubApiError
 API_VERSION = "2022-11-28"
 PERMISSION_TTL = 60.0
 """Seconds a collaborator's role is reused (per process): a burst of replies asks GitHub once."""
+MEMBERS_PER_PAGE = 100
+MAX_MEMBER_PAGES = 10
+"""A team's members are read 100 a page, at most 1,000 of them (a larger team is refused as approvers)."""
 LOGIN_TTL = 3600.0
 """Seconds an account's login is reused (per process; a login can change, its account id never does)."""
 
@@ -88,6 +91,19 @@ class GithubClient:
         with self._lock:
             self._roles[key] = (role, now + PERMISSION_TTL)
         return role
+
+    def team_members(self, org: str, slug: str) -> list[int]:
+        """The numeric user ids of a team's members, its child teams' included (GET /orgs/{org}/teams/{slug}/
+        members, every page). Raises ChannelUnavailable or GithubApiError (404: no such team, or the token may
+        not see it)."""
+        ids: list[int] = []
+        for page in range(1, MAX_MEMBER_PAGES + 1):
+            members = self.call("GET", f"/orgs/{org}/teams/{slug}/members?per_page={MEMBERS_PER_PAGE}&page={page}",
+                                timeout=self.permission_timeout).json()
+            ids.extend(int(member["id"]) for member in members)
+            if len(members) < MEMBERS_PER_PAGE:
+                return ids
+        raise GithubApiError(413, f"team {org}/{slug} has more than {MAX_MEMBER_PAGES * MEMBERS_PER_PAGE} members")
 
     def login(self, account_id: int) -> str:
         """The login of the account `account_id` (`GET /user/{account_id}`), reused for LOGIN_TTL seconds. Raises

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.answers.forms import Problem, edited, form_fields
-from engine.answers.options import match_reply, option_named
+from engine.answers.options import option_named, typed_response
 from engine.protocol import InputRequestOut, InputResponse, Principal
 
 from .errors import GithubParseError
@@ -242,10 +242,7 @@ def reply_response(reply: CommentReply, request: InputRequestOut) -> InputRespon
     if reply.kind == "deny" and deny is not None:
         return InputResponse(request_id=request.request_id, option_id=deny, text=reply.text)
     if reply.kind == "answer" and reply.text:
-        match = match_reply([o.model_dump() for o in request.options], request.allow_freeform, reply.text,
-                            notes=request.kind == "tool-approval")
-        if match is not None:
-            return InputResponse(request_id=request.request_id, option_id=match.option_id, text=match.text)
+        return typed_response(request, reply.text)
     return None
 
 

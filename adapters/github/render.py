@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from engine.answers.forms import Problem, form_fields
-from engine.channels.contract import QueuePosition, render_reminder, render_settled, render_text
+from engine.channels.contract import QueuePosition, render_progress, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut, Principal
 
 MAX_BODY = 65_000
@@ -65,6 +65,11 @@ def render_reminder_comment(request: InputRequestOut, approvers: Sequence[str] =
 
 def render_message(text: str) -> str:
     return fit(quiet_mentions(text))
+
+
+def render_progress_comment(request: InputRequestOut) -> str:
+    """The count of an approval that takes several people (no one mentioned)."""
+    return fit(quiet_mentions(render_progress(request)))
 
 
 def render_refusal(request: InputRequestOut, responder: Principal, reason: str) -> str:

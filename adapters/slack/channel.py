@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.channels.contract import QueuePosition, Reminder, SessionInfo
+from engine.channels.contract import ChannelUnavailable, QueuePosition, Reminder, SessionInfo
+from engine.errors import GroupLookupFailed
 from engine.protocol import InputRequestOut, Principal
 
 from . import render
@@ -43,7 +44,7 @@ class ApiPlace(BaseModel):
 
 class SlackChannel:
     name = "slack"
-    settle_edits = True
+    update_edits = True
     one_at_a_time = False
 
     def __init__(self, client: SlackClient) -> None:
@@ -85,12 +86,16 @@ class SlackChannel:
         ts = self.client.post(where, render.request_card(request))
         return f"{where.channel_id}|{ts}"
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         """Replace the card with its settled form (no controls, who answered). Sibling cards are untouched."""
         self.update_card(session, request, ref, render.settled_card(request))
 
     def refresh(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
         """Post the open request's card anew in place (it says when the request escalated)."""
+        self.update_card(session, request, ref, render.request_card(request))
+
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
+        """Post the open request's card anew in place, saying how many approved of how many, and who."""
         self.update_card(session, request, ref, render.request_card(request))
 
     def update_card(self, session: SessionInfo, request: InputRequestOut, ref: str | None,
@@ -127,6 +132,22 @@ class SlackChannel:
             self.client.post_ephemeral(where, str(user_id), render.refusal(request, reason))
         except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
             log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)
+
+    def group_members(self, kind: str, ref: str) -> frozenset[str]:
+        """The principal ids (`slack:<team>:<user>`) of a user group's members; `ref` is its id, or
+        `<team id>:<its id>` (needed when serving several workspaces). GroupLookupFailed when Slack cannot say."""
+        team, _, usergroup = ref.rpartition(":")
+        if kind != "slack-usergroup" or not usergroup:
+            raise GroupLookupFailed(f"Slack has no group {kind}:{ref}")
+        if not team and self.multi_workspace:
+            raise GroupLookupFailed("this gateway serves several Slack workspaces: name the user group's as "
+                                    f"slack-usergroup:<team id>:{usergroup}")
+        try:
+            team = team or self.client.own_team()
+            users = self.client.usergroup_members(team, usergroup)
+        except (SlackApiError, ChannelUnavailable) as exc:
+            raise GroupLookupFailed(f"Slack answered: {exc}") from exc
+        return frozenset(f"slack:{team}:{user}" for user in users)
 
     def notify(self, notice: Mapping[str, Any]) -> None:
         """Post a turned-away person's notice (see `turned_away_notice`) as an ephemeral message to them, where

@@ -73,11 +73,13 @@ class InstalledBots:
 
 
 class SlackClient:
-    """The calls delivery makes (and the DM a person place opens), each to the right workspace."""
+    """The calls delivery makes (and the DM a person place opens), each to the right workspace, and the members
+    of a user group."""
 
     def __init__(self, tokens: BotTokens, base_url: str) -> None:
         self.tokens = tokens
         self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self._own_team: str | None = None
 
     def web(self, where: Where) -> WebClient:
         return WebClient(token=self.tokens.token(where), base_url=self.base_url, timeout=TIMEOUT_SECONDS)
@@ -98,6 +100,22 @@ class SlackClient:
         with translated("conversations.open"):
             response = self.web(where).conversations_open(users=user_id)
         return str(response["channel"]["id"])
+
+    def usergroup_members(self, team_id: str | None, usergroup: str) -> list[str]:
+        """The user ids in a user group (usergroups.users.list), of the workspace `team_id` (None: the one
+        SLACK_BOT_TOKEN serves). Raises ChannelUnavailable or SlackApiError, like every call here."""
+        where = Where(team_id=team_id or "", channel_id="", thread_ts="")
+        with translated("usergroups.users.list"):
+            response = self.web(where).usergroups_users_list(usergroup=usergroup)
+        return [str(user) for user in response.get("users") or []]
+
+    def own_team(self) -> str:
+        """The workspace SLACK_BOT_TOKEN serves (auth.test's `team_id`), asked once."""
+        if self._own_team is None:
+            with translated("auth.test"):
+                response = self.web(Where(team_id="", channel_id="", thread_ts="")).auth_test()
+            self._own_team = str(response["team_id"])
+        return self._own_team
 
     def post_ephemeral(self, where: Where, user_id: str, text: str) -> None:
         with translated("chat.postEphemeral"):

@@ -22,7 +22,16 @@ from slack_bolt import Ack, App, BoltContext, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 
-from engine.channels.contract import Answers, Choice, Ignored, InboundItem, Message, WebhookReply, WebhookRequest
+from engine.channels.contract import (
+    Answers,
+    Choice,
+    Ignored,
+    InboundItem,
+    Message,
+    RequestStatus,
+    WebhookReply,
+    WebhookRequest,
+)
 from engine.channels.port import ChannelPort
 from engine.protocol import InputResponse, Principal
 
@@ -122,7 +131,7 @@ class Listeners:
         elif click.position is None:  # "type an answer" or "edit": a modal shows the request
             shown = self.port.find_request(click.request_id)
             if shown is not None and click.control == "edit":
-                if shown.editable and shown.status == "pending":
+                if shown.editable and shown.status == RequestStatus.PENDING:
                     open_modal(client, click, edit_modal(shown, click.channel_id))
             elif shown is not None:
                 open_modal(client, click, answer_modal(shown, click.channel_id))

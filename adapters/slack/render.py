@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.answers.forms import FormField, Problem, form_fields
-from engine.channels.contract import Reminder
+from engine.channels.contract import Outcome, Reminder
 from engine.protocol import InputRequestOut, Option, Principal, app_reason
 
 from .parse import ACTION_PREFIX, ANSWER_BLOCK, ANSWER_INPUT, ANSWER_VIEW, EDIT_FIELD, EDIT_INPUT, EDIT_VIEW, WHOLE
@@ -176,13 +176,15 @@ def menu(request: InputRequestOut) -> dict[str, Any]:
 
 
 def notes(request: InputRequestOut) -> list[str]:
-    """Who asked, until when, and how to reach options the menu could not hold."""
+    """Who asked, until when, how many approved (of a quorum), and how to reach options the menu could not hold."""
     lines = [f"Asked by {person(request.requested_by)}"]
     if request.expires_at is not None:
         then = " (then approved automatically)" if request.on_timeout == "approve" else ""
         lines.append(f"Expires {date(request.expires_at)}{then}")
     if request.escalated_at is not None:
         lines.append(f"Escalated {date(request.escalated_at)}")
+    if request.approvals is not None:
+        lines.append(escape(request.approvals.progress))
     hidden = len(request.options) - SELECT_OPTIONS
     if request.kind == "question" and hidden > 0:
         lines.append(f"The menu shows the first {SELECT_OPTIONS} of {len(request.options)} options: "
@@ -199,15 +201,17 @@ def outcome_line(request: InputRequestOut) -> str:
     who = person(request.responder)
     response = request.response or {}
     note = response.get("text")
-    if request.outcome == "approved":
+    if request.outcome == Outcome.APPROVED:
         reason = app_reason(request.responder)
         if reason:
             return reason.capitalize()
+        if request.approvals is not None:
+            who = ", ".join(person(approver.principal) for approver in request.approvals.by)
         changes = response.get("changes")
         return f"Approved by {who}" + (f" with changes: {fit(changes, NOTE)}" if changes else "")
-    if request.outcome == "denied":
+    if request.outcome == Outcome.DENIED:
         return f"Denied by {who}" + (f": {fit(note, NOTE)}" if note else "")
-    if request.outcome == "answered":
+    if request.outcome == Outcome.ANSWERED:
         labels = {option.id: option.label for option in request.options}
         answer = labels.get(response.get("optionId") or "", note or "")
         return f"Answered: {fit(answer, NOTE)} (by {who})"

@@ -17,7 +17,7 @@ from typing import Any
 
 from twilio.twiml.messaging_response import MessagingResponse
 
-from engine.answers.options import match_reply
+from engine.answers.options import typed_response
 from engine.channels.contract import (
     Answers,
     ChannelUnavailable,
@@ -25,17 +25,25 @@ from engine.channels.contract import (
     Message,
     QueuePosition,
     Reminder,
+    RequestStatus,
     SessionInfo,
     WebhookReply,
     WebhookRequest,
 )
 from engine.channels.port import ChannelPort
-from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.protocol import InputRequestOut, Principal
 
 from .client import TWILIO_API, SmsClient
 from .errors import TwilioApiError, TwilioOptedOut, TwilioRefused, TwilioSenderRefused, TwilioVerificationError
 from .parse import TWILIO_NUMBER, WHATSAPP, Keyword, TwilioInbound, is_whatsapp, parse_twilio_form, twilio_principal
-from .render import render_confirmation, render_message, render_prompt, render_refusal, render_reminder_sms
+from .render import (
+    render_confirmation,
+    render_message,
+    render_progress_sms,
+    render_prompt,
+    render_refusal,
+    render_reminder_sms,
+)
 from .verify import public_url, verify_twilio_signature
 
 log = logging.getLogger(__name__)
@@ -74,7 +82,7 @@ def split_address(address: str) -> tuple[str, str]:
 
 class TwilioChannel:
     name = "twilio"
-    settle_edits = False
+    update_edits = False
     one_at_a_time = True
 
     def __init__(self, config: TwilioConfig, client: SmsClient | None = None) -> None:
@@ -119,7 +127,7 @@ class TwilioChannel:
         _, theirs = split_address(session.address)
         return self.send(session, render_prompt(request, position, whatsapp=is_whatsapp(theirs)))
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         self.send(session, render_confirmation(request))
 
     def say(self, session: SessionInfo, text: str) -> str | None:
@@ -129,6 +137,10 @@ class TwilioChannel:
         """A short text: "Reminder: <prompt> Reply 1 or 2 ..." (the prompt shown is the one on the phone)."""
         _, theirs = split_address(session.address)
         return self.send(session, render_reminder_sms(request, whatsapp=is_whatsapp(theirs)))
+
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None:
+        """Text the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+        return self.send(session, render_progress_sms(request))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Text the refusal to a responder who answered from this number (by SMS, or this WhatsApp); one who
@@ -193,13 +205,11 @@ class TwilioChannel:
         yet (or cannot be: STOP), a pick of the prompt's options is a late answer to it, never an answer to the
         request the person has not seen. `audit`: the delivery's ids, kept beside the item."""
         shown = port.shown_requests(address, limit=1)
-        if shown and shown[0][1].status != "pending":
+        if shown and shown[0][1].status != RequestStatus.PENDING:
             prompt = shown[0][1]
-            pick = match_reply([o.model_dump() for o in prompt.options], False, text,
-                               notes=prompt.kind == "tool-approval")
+            pick = typed_response(prompt, text, allow_freeform=False)
             if pick is not None and port.has_pending(prompt.session_id):
-                return Answers((InputResponse(request_id=prompt.request_id, option_id=pick.option_id,
-                                              text=pick.text),), audit=audit)
+                return Answers((pick,), audit=audit)
         return Message(address, text, audit=audit)
 
     def inbound_address(self, message: TwilioInbound) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.channels.contract import TEXT_LABELS, QueuePosition, render_reminder, render_settled, render_text
+from engine.answers.options import text_label
+from engine.channels.contract import QueuePosition, render_progress, render_reminder, render_settled, render_text
 from engine.protocol import InputRequestOut
 
 from .parse import KEYWORDS
@@ -67,7 +68,7 @@ def how_to_answer(request: InputRequestOut, whatsapp: bool = False) -> str:
         return "Reply 1 or 2 (or approve / deny)."
     if not numbers:
         return "Reply with your answer."
-    keyword = not whatsapp and any(TEXT_LABELS.get(o.id, o.label).strip().upper() in KEYWORDS
+    keyword = not whatsapp and any(text_label(o.id, o.label).strip().upper() in KEYWORDS
                                    for o in request.options)
     if request.allow_freeform and not keyword:
         return "Reply with a number or your answer."
@@ -116,6 +117,11 @@ def within(text_at: Callable[[int], str], parts: int, whatsapp: bool) -> str:
 def render_confirmation(request: InputRequestOut) -> str:
     """After a request closed: which one, its outcome and who answered ("Approve refund? Approved by alice.")."""
     return cut(f"{cut(request.prompt, 60)} {render_settled(request)}", MAX_BODY)
+
+
+def render_progress_sms(request: InputRequestOut) -> str:
+    """The count of an approval that takes several people, within Twilio's body limit."""
+    return cut(render_progress(request), MAX_BODY)
 
 
 def render_refusal(request: InputRequestOut, reason: str) -> str:

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_in_order, open_shown_in
-from engine.answers.options import match_reply
+from engine.answers.options import typed_answer
 from engine.answers.settlement import close_request
 from engine.answers.submit import ResponseResult, submit_responses
 from engine.errors import AlreadyApplied, Conflict, InvalidInput, NotPermitted, RequestClosed
@@ -32,8 +32,9 @@ from engine.people import one_person
 from engine.protocol import InputResponse, Principal
 from engine.store.access import answers_requests
 from engine.store.events import add_message, emit_received
+from engine.store.statuses import CALL_DONE, Outcome, ResultStatus, TurnStatus
 from engine.store.tables import InputRequest, Session, ToolCall, Turn
-from engine.turns.calls import DONE, reject_call
+from engine.turns.calls import reject_call
 from engine.turns.sessions import queue_turn
 from engine.turns.transitions import active_turn, end_turn, latest_run, lock_session, lock_turn, schedule_resume
 
@@ -64,7 +65,8 @@ def post_message(
         if claim is not None and not claim(db):
             raise AlreadyApplied(session_id)
         open_requests = open_shown_in(db, session_id)  # an external request's too, and those escalated here
-        answer = typed_answer(open_requests, text, principal) if principal is not None else None
+        answers = principal is not None and answers_requests(principal)  # an agent's message never answers
+        answer = typed_answer(open_requests, text, principal) if answers else None
         turn = active_turn(db, session_id)
         started = turn is not None and not not_started(db, turn)
         turn_id = turn.id if turn is not None and started else None
@@ -98,21 +100,7 @@ def to_turn(rt: Runtime, db: DbSession, session: Session, turn: Turn, open_reque
 def not_started(db: DbSession, turn: Turn) -> bool:
     """A turn queued before its first run: a message waits behind it. A turn queued to resume (an answer
     settled its requests, or its worker died) has started: its person steers it as a running one."""
-    return turn.status == "queued" and latest_run(db, turn.id) is None
-
-
-def typed_answer(open_requests: list[InputRequest], text: str, principal: Principal | None) -> InputResponse | None:
-    """A typed reply answers only the first open request; a policy-gated approval never by unverified text,
-    and nothing by an agent's."""
-    if not open_requests or (principal is not None and not answers_requests(principal)):
-        return None
-    first = open_requests[0]
-    if first.kind == "tool-approval" and principal is None:
-        return None
-    reply = match_reply(first.options, first.allow_freeform, text, notes=first.kind == "tool-approval")
-    if reply is None:
-        return None
-    return InputResponse(request_id=first.request_id, option_id=reply.option_id, text=reply.text)
+    return turn.status == TurnStatus.QUEUED and latest_run(db, turn.id) is None
 
 
 def owns(db: DbSession, turn: Turn, principal: Principal | None) -> bool:
@@ -145,7 +133,7 @@ def steer(rt: Runtime, db: DbSession, turn: Turn, open_requests: list[InputReque
           text: str) -> None:
     note(rt, db, turn, principal, text)
     for request in open_requests:
-        outcome = "ignored" if request.kind == "tool-approval" else "cancelled"
+        outcome = Outcome.IGNORED if request.kind == "tool-approval" else Outcome.CANCELLED
         close_request(rt, db, request.request_id, outcome=outcome, response=None, responder=principal)
     schedule_resume(rt, db, turn)
 
@@ -163,13 +151,13 @@ def cancel_turn(rt: Runtime, session_id: str, principal: Principal | None) -> st
             raise NotPermitted(f"only {Principal.model_validate(turn.requested_by).display_name} or an operator may "
                                "cancel this turn", {"sessionId": session_id, "turnId": turn.id})
         for request in open_in_order(db, InputRequest.turn_id == turn.id):
-            close_request(rt, db, request.request_id, outcome="cancelled", response=None, responder=principal)
-        stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(DONE))
+            close_request(rt, db, request.request_id, outcome=Outcome.CANCELLED, response=None, responder=principal)
+        stopped = db.execute(select(ToolCall).where(ToolCall.turn_id == turn.id, ToolCall.status.not_in(CALL_DONE))
                              .order_by(ToolCall.step, ToolCall.position)).scalars()
         for call in stopped:
-            reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status="cancelled")
+            reject_call(rt, db, call, "Cancelled: the turn was cancelled", session_id, status=ResultStatus.CANCELLED)
         run = latest_run(db, turn.id)
-        end_turn(rt, db, turn, run.id if run is not None else None, "cancelled")
+        end_turn(rt, db, turn, run.id if run is not None else None, TurnStatus.CANCELLED)
         return turn.id
 
 

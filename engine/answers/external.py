@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_request
+from engine.answers.options import APPROVE, DENY
 from engine.answers.places import announce
 from engine.answers.schedules import NO_SCHEDULE, Schedule
 from engine.answers.settlement import close_request
@@ -42,7 +43,8 @@ from engine.jobs.webhooks import WebhookRefused, check_url
 from engine.policies import ResponseContext, approvers, expiry
 from engine.protocol import Principal
 from engine.store.queries import get_request
-from engine.store.storage import APPROVE, DENY, new_id, principal_digest
+from engine.store.statuses import CallbackStatus, Outcome
+from engine.store.storage import new_id, principal_digest
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, Session
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
@@ -50,9 +52,10 @@ from engine.turns.transitions import lock_session
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 """The input schema of an editable external request that gave none: any JSON object."""
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
+_QUORUM = select(ExternalRequest.quorum).where(ExternalRequest.request_id == bindparam("request"))
 _PLACE_CHANNELS = select(Session.channel).join(RequestPlace, RequestPlace.session_id == Session.id) \
     .where(RequestPlace.request_id == bindparam("request"))
-"""Built once (see turns.py)."""
+"""Built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class NewRequest:
     allow_freeform: bool = False
     place: Place | None = None
     approvers: list[str] = field(default_factory=list)
+    """Who may settle it (`approvers(*who)` items, engine/policies.py); none: anyone its place admits."""
+    quorum: int = 1
+    """How many distinct people must approve it."""
     expires_in: int | None = None
     idempotency_key: str | None = None
     callback_url: str | None = None
@@ -90,7 +96,8 @@ class NewRequest:
 
     def digest(self) -> str:
         """What makes two requests with one idempotency key the same request: everything but the key."""
-        body = {key: value for key, value in asdict(self).items() if key != "idempotency_key"}
+        body = {key: value for key, value in asdict(self).items()
+                if key != "idempotency_key" and (key, value) != ("quorum", 1)}  # (as before quorums were asked)
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -123,23 +130,24 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
 
 
 def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
-    """An external request's response policy: its approvers, or anyone one of its places admits (its session's,
-    or another that shows it: `admitted_at`); None for an agent's."""
+    """An external request's response policy, with its quorum: its approvers, or, without approvers, anyone one
+    of its places admits (its session's, or another that shows it: `admitted_at`); None for an agent's."""
     if request.turn_id is not None:
         return None
-    named = frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
-    if named:
-        return approvers(named)
+    who = sorted(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
+    quorum = db.execute(_QUORUM, {"request": request.request_id}).scalar_one() or 1
+    if who:
+        return approvers(*who, quorum=quorum)
     channels = frozenset(db.execute(_PLACE_CHANNELS, {"request": request.request_id}).scalars())
-    return admitted_at(channels) if channels else approvers()
+    return admitted_at(channels, quorum=quorum) if channels else approvers(quorum=quorum)
 
 
 class admitted_at(approvers):  # noqa: N801 - a response policy, read as a word like the others
     """`approvers()` (anyone the session's place admits) for a request also shown at places of other channels:
     anyone those channels admit too (a person it was shown to, by SMS, answers from their phone)."""
 
-    def __init__(self, channels: frozenset[str]) -> None:
-        super().__init__()
+    def __init__(self, channels: frozenset[str], quorum: int = 1) -> None:
+        super().__init__(quorum=quorum)
         self.channels = channels
 
     def __call__(self, ctx: ResponseContext) -> dict[str, str]:
@@ -204,7 +212,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     external = ExternalRequest(
         request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
         body_digest=new.digest(), request_metadata=new.metadata, callback_url=new.callback_url,
-        callback_status="waiting" if new.callback_url else None, callback_attempts=0)
+        callback_status=CallbackStatus.WAITING if new.callback_url else None, callback_attempts=0,
+        quorum=new.quorum if new.quorum > 1 else None)
     db.add(external)
     db.add_all(RequestApprover(request_id=request.request_id, principal_id=principal_id)
                for principal_id in dict.fromkeys(new.approvers))
@@ -228,7 +237,7 @@ def cancel_external_request(rt: Runtime, request_id: str, principal: Principal) 
         if principal.authenticator != "operator" and not principal.same_as(requester):
             raise NotPermitted(f"only {requester.display_name}, who asked, or an operator may cancel this request",
                                {"requestId": request_id})
-        if close_request(rt, db, request_id, outcome="cancelled", response=None, responder=principal) is None:
+        if close_request(rt, db, request_id, outcome=Outcome.CANCELLED, response=None, responder=principal) is None:
             raise RequestClosed(f"request {request_id} is no longer open (it was {request.outcome})",
                                 {"requestId": request_id, "outcome": request.outcome})
     return get_request(rt, request_id)

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, case, func, null, select
 from sqlalchemy.orm import Session as DbSession
 
+from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
 from engine.answers.showing import IN_SESSION, Showing, remember
 from engine.policies import expiry
 from engine.protocol import InputRequestOut, principal_or_none
-from engine.store.storage import APPROVE, DENY, new_id
+from engine.store.statuses import CallbackStatus, CallStatus, RequestStatus
+from engine.store.storage import new_id
 from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, RequestTimer, ToolCall
 from engine.store.tx import Tx
 
@@ -22,11 +24,6 @@ if TYPE_CHECKING:
     from engine.agent import Tool
 
 log = logging.getLogger(__name__)
-
-OPTION_SYNONYMS = {"cancel": "deny", "deny": "cancel"}
-"""A tool approval's refusal is `deny`; it was `cancel` while it read Cancel, and either id answers either (a
-request opened then, a Slack card posted then, a client written then)."""
-
 
 def open_request(
     db: DbSession,
@@ -61,7 +58,7 @@ which shows it there."""
     request = InputRequest(
         request_id=request_id or new_id("req"), session_id=session_id, turn_id=turn_id, run_id=run_id,
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
-        display=display, requested_by=requested_by, status="pending", seq=seq, created_at=now,
+        display=display, requested_by=requested_by, status=RequestStatus.PENDING, seq=seq, created_at=now,
         expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
         shown_in_session=shown.in_session,
     )
@@ -121,7 +118,7 @@ def open_approval(
     tool's `expires_in`, on the tool's schedule (its places at the configured `channels`), shown where the tool's
     `show_to` and `show_in_session` say. The call's new state is
     set first: a call proposed in this transaction is then inserted with it (one statement)."""
-    call.status = "awaiting_approval"
+    call.status = CallStatus.AWAITING_APPROVAL
     call.approval_request_id = new_id("req")
     call.updated_at = now
     action: dict[str, Any] = {"kind": "tool-call", "callId": call.call_id, "toolName": call.tool, "input": call.input}
@@ -136,29 +133,20 @@ def open_approval(
     )
 
 
-def option_named(ids: Iterable[str], given: str) -> str | None:
-    """The id among `ids` that `given` names: itself (case-insensitive), else its synonym; None when none."""
-    known = list(ids)
-    for wanted in (given.lower(), OPTION_SYNONYMS.get(given.lower())):
-        match = next((i for i in known if i.lower() == wanted), None)
-        if match is not None:
-            return match
-    return None
-
-
 def request_wire(request: InputRequest) -> dict[str, Any]:
     return request_out(request).wire()
 
 
 def external_fields(db: DbSession, request: InputRequest, external: ExternalRequest | None = None,
                     callback: bool = True) -> dict[str, Any]:
-    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits), the
-    agent's idempotency key and metadata, and (with `callback`) its callback's delivery (null without a URL)."""
+    """What an external request shows beyond the usual shape: its approvers (none: anyone its place admits) and
+    how many of them must approve (`quorum`), the agent's idempotency key and metadata, and (with `callback`) its
+    callback's delivery (null without a URL)."""
     external = external or db.get_one(ExternalRequest, request.request_id)
     approvers = db.execute(select(RequestApprover.principal_id).where(
         RequestApprover.request_id == request.request_id).order_by(RequestApprover.principal_id)).scalars()
-    fields = {"approvers": list(approvers), "idempotencyKey": external.idempotency_key,
-              "metadata": external.request_metadata}
+    fields = {"approvers": list(approvers), "quorum": external.quorum or 1,
+              "idempotencyKey": external.idempotency_key, "metadata": external.request_metadata}
     return fields | {"callback": callback_state(external)} if callback else fields
 
 
@@ -181,7 +169,7 @@ def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
     `retrying` (the next attempt at nextAttemptAt), `delivered` or `failed` (retried for 24 h)."""
     if external.callback_url is None:
         return None
-    due = external.callback_due_at if external.callback_status == "retrying" else None
+    due = external.callback_due_at if external.callback_status == CallbackStatus.RETRYING else None
     return {"status": external.callback_status, "attempts": external.callback_attempts,
             "lastError": external.callback_error, "nextAttemptAt": due.isoformat() if due else None}
 
@@ -189,7 +177,7 @@ def callback_state(external: ExternalRequest) -> dict[str, Any] | None:
 def as_opened(request: InputRequest) -> dict[str, Any]:
     """The request on the wire as it was when it opened: pending, unanswered, neither reminded nor escalated."""
     return request_out(request).model_copy(update={
-        "status": "pending", "outcome": None, "response": None, "responder": None, "resolved_at": None,
+        "status": RequestStatus.PENDING, "outcome": None, "response": None, "responder": None, "resolved_at": None,
         "reminded": 0, "escalated_at": None,
     }).wire()
 
@@ -204,6 +192,7 @@ def request_out(request: InputRequest) -> InputRequestOut:
         expires_at=request.expires_at, on_timeout=on_timeout(request), status=request.status,
         outcome=request.outcome, response=request.response, responder=principal_or_none(request.responder),
         resolved_at=request.resolved_at, reminded=request.reminded or 0, escalated_at=request.escalated_at,
+        approvals=(request.response or {}).get("approvals"),
     )
 
 
@@ -227,7 +216,7 @@ earliest."""
 def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputRequest]:
     """Open requests in the order typed replies and text channels take them (`SHOWN_ORDER`)."""
     return list(db.execute(
-        select(InputRequest).where(where, InputRequest.status == "pending").order_by(*SHOWN_ORDER)
+        select(InputRequest).where(where, InputRequest.status == RequestStatus.PENDING).order_by(*SHOWN_ORDER)
     ).scalars())
 
 
@@ -242,7 +231,8 @@ def open_shown_in(db: DbSession, session_id: str) -> list[InputRequest]:
     """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
     answer them: a session-limit prompt first, then its own, then those shown or escalated to it, each the earliest
     first (whatever session they come from)."""
-    return list(db.execute(select(InputRequest).where(shown_in(session_id), InputRequest.status == "pending")
+    pending = InputRequest.status == RequestStatus.PENDING
+    return list(db.execute(select(InputRequest).where(shown_in(session_id), pending)
                            .order_by(*escalated_last(session_id))).scalars())
 
 

@@ -27,16 +27,16 @@ from datetime import datetime
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.schedules import Place
-from engine.answers.showing import SHOWING, PersonPlace, Showing, ShowPlace
+from engine.answers.showing import PersonPlace, Showing, ShowPlace
 from engine.channels.contract import Reaching
 from engine.jobs.runtime import Runtime
 from engine.people import PERSON, group_members, person_principals
 from engine.store.events import emit, emit_requested
 from engine.store.tables import InputRequest, RequestPlace
+from engine.store.tx import Tx
 from engine.turns.sessions import session_at
 
 log = logging.getLogger(__name__)
-
 
 
 def announce(rt: Runtime, db: DbSession, session_id: str, turn_id: str | None, requests: list[InputRequest],
@@ -44,7 +44,7 @@ def announce(rt: Runtime, db: DbSession, session_id: str, turn_id: str | None, r
     """`input.requested` for a batch of requests that just opened in `session_id`, and each one shown at its
     `show_to` places."""
     emit_requested(db, session_id, turn_id, requests, at)
-    waiting: dict[str, Showing] = db.info.get(SHOWING, {})
+    waiting: dict[str, Showing] = Tx.of(db).showing
     for request in requests:
         shown = waiting.pop(request.request_id, None)
         if shown is not None:

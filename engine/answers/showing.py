@@ -11,9 +11,8 @@ from typing import Any
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.schedules import Place, place_of
+from engine.store.tx import Tx
 
-SHOWING = "hitl_showing"
-"""db.info key: request id -> the Showing of a request this transaction opened, until it is announced."""
 
 @dataclass(frozen=True)
 class PersonPlace:
@@ -76,4 +75,4 @@ def show_place_of(item: Any) -> ShowPlace:
 def remember(db: DbSession, request_id: str, shown: Showing) -> None:
     """Keep a request's places until `announce` shows it there (open_request calls this)."""
     if shown.to:
-        db.info.setdefault(SHOWING, {})[request_id] = shown
+        Tx.of(db).showing[request_id] = shown

@@ -5,7 +5,9 @@ Each response is first stored as a pending ResponseCandidate, then judged by the
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
-first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule.
+first verdict applied stands. That a request settles exactly once is engine/answers/settlement.py's rule. An
+approve that an `approvers(..., quorum=N)` policy allows is counted under the request's lock
+(engine/answers/quorum.py): it settles the request only as the Nth distinct person's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
+from engine.answers.directory import PeopleDirectory
 from engine.answers.edits import (
     Checker,
     Problem,
@@ -33,7 +36,9 @@ from engine.answers.edits import (
     stored_text,
 )
 from engine.answers.external import ANY_OBJECT, external_policy
-from engine.answers.input_requests import editable, option_named, request_out
+from engine.answers.input_requests import editable, request_out
+from engine.answers.options import outcome_of, read_response
+from engine.answers.quorum import need_of, tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
 from engine.answers.timers import escalated_approvers, places_on
 from engine.channels.delivery import NOT_TAKEN
@@ -49,11 +54,12 @@ from engine.policies import (
     judged_at_once,
     requester_only,
 )
-from engine.protocol import InputRequestOut, InputResponse, Principal
+from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
 from engine.store.events import emit
+from engine.store.statuses import CandidateOutcome, RequestStatus, TurnStatus
 from engine.store.storage import new_id
-from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall
+from engine.store.tables import InputRequest, ResponseCandidate, Session, ToolCall, Turn
 from engine.store.tx import Tx
 from engine.turns.call_policies import session_info
 from engine.turns.transitions import lock_for, schedule_resume
@@ -61,12 +67,13 @@ from engine.turns.transitions import lock_for, schedule_resume
 log = logging.getLogger(__name__)
 
 Status = Literal["settled", "pending", "refused", "stale"]
-_STATUS_OF: dict[str, Status] = {"allowed": "settled", "pending": "pending", "stale": "stale"}
+_STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateOutcome.PENDING: "pending",
+                                  CandidateOutcome.STALE: "stale"}
 """What a stored verdict answered (any other outcome refused)."""
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
 _REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
     .where(InputRequest.request_id == bindparam("request"))
-"""A request and the tool call it asks about, if any, in one read, built once (see turns.py)."""
+"""A request and the tool call it asks about, if any, in one read, built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)
@@ -138,14 +145,18 @@ def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str |
     request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
     if request is None or (session_id is not None and request.session_id != session_id):
         raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
-    if request.status != "pending":
+    if request.status != RequestStatus.PENDING:
         raise RequestClosed(
             f"request {request.request_id} is no longer open (it was {request.outcome})",
             {"requestId": request.request_id, "outcome": request.outcome},
         )
-    option_id, text = normalize(request, response)
-    return Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
-                   call, external_policy(db, request), escalated_approvers(db, request))
+    option_id, text = read_response(request, response)
+    checked = Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
+                      call, external_policy(db, request), escalated_approvers(db, request))
+    if checked.input is not None and (need := need_of(response_policy_for(rt, checked))) > 1:
+        raise InvalidInput(f"request {request.request_id} takes {need} people's approvals: approve it as proposed "
+                           "(an edited input would run on one person's word)", {"requestId": request.request_id})
+    return checked
 
 
 def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
@@ -188,41 +199,6 @@ def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> C
     return model_problems(tool.input_model) if tool is not None else None
 
 
-def normalize(request: InputRequest, response: InputResponse) -> tuple[str | None, str | None]:
-    """The option a response names (synonyms resolved, case-insensitive) and its text, or InvalidInput."""
-    text = response.text.replace("\x00", "").strip() if response.text is not None else None
-    text = text or None
-    option_id = None
-    if response.option_id is not None:
-        ids = [o["id"] for o in request.options]
-        match = option_named(ids, response.option_id)
-        if match is None:
-            raise InvalidInput(
-                f"request {request.request_id} has no option {response.option_id!r}",
-                {"requestId": request.request_id, "options": ids},
-            )
-        option_id = match
-    if request.kind == "question":
-        if (option_id is None) == (text is None):
-            raise InvalidInput("answer a question with exactly one of optionId or text",
-                               {"requestId": request.request_id})
-        if text is not None and not request.allow_freeform:
-            raise InvalidInput("this question takes one of its options", {"requestId": request.request_id})
-    else:
-        if option_id is None:
-            raise InvalidInput(f"a {request.kind} request needs an optionId",
-                               {"requestId": request.request_id, "options": [o["id"] for o in request.options]})
-        if text is not None and outcome_of(request.kind, option_id) != "denied":
-            raise InvalidInput("text is only accepted as a note with deny", {"requestId": request.request_id})
-    return option_id, text
-
-
-def outcome_of(kind: str, option_id: str | None) -> str:
-    if kind == "tool-approval":
-        return "approved" if option_id == "approve" else "denied"
-    return "answered"
-
-
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
                policy: ResponsePolicy) -> ResponseResult:
     verdict, reason = judge(rt, policy, context)
@@ -240,31 +216,46 @@ def settle(rt: Runtime, db: DbSession, principal: Principal, checked: Checked, c
     if earlier is not None:  # the first verdict stands
         outcome, stored_reason = earlier
         return ResponseResult(request_id, _STATUS_OF.get(outcome, "refused"), request_out(request), stored_reason)
-    if verdict == "pending":
+    if verdict == CandidateOutcome.PENDING:
         judge_candidate(rt, db, candidate_id)
         return ResponseResult(request_id, "pending", request_out(request))
-    if verdict != "allowed":
+    if verdict != CandidateOutcome.ALLOWED:
         judge_candidate(rt, db, candidate_id, verdict, reason)
         judged(rt, db, request, candidate_id, verdict, reason, principal)
-        if request.status == "pending" and turn is not None and turn.status == "waiting":  # (a running turn
-            # says so when it parks)
-            emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
-        return ResponseResult(request_id, "stale" if verdict == "stale" else "refused", request_out(request), reason)
+        still_waiting(rt, db, request, turn)
+        status: Status = "stale" if verdict == CandidateOutcome.STALE else "refused"
+        return ResponseResult(request_id, status, request_out(request), reason)
     response: dict[str, Any] = {"optionId": checked.option_id, "text": checked.text}
     if checked.input is not None:
         response |= {"input": checked.input, "changes": changes((request.action or {})["input"], checked.input)}
+    if outcome_of(request.kind, checked.option_id) == "approved" and (approvals := tally(
+            db, request_id, need_of(response_policy_for(rt, checked)), principal)) is not None:
+        if approvals.have < approvals.need:  # counted: the request waits for more people (engine/answers/quorum.py)
+            judge_candidate(rt, db, candidate_id, "pending", approvals.progress)
+            judged(rt, db, request, candidate_id, "pending", approvals.progress, principal, approvals)
+            still_waiting(rt, db, request, turn)
+            return ResponseResult(request_id, "pending", request_out(request).model_copy(
+                update={"approvals": approvals}), approvals.progress)
+        response["approvals"] = approvals.wire()
     settled = close_request(rt, db, request_id, outcome=outcome_of(request.kind, checked.option_id),
                             response=response, responder=principal)
     if settled is None:
         reason = ALREADY_SETTLED
-        judge_candidate(rt, db, candidate_id, "stale", reason)
-        judged(rt, db, request, candidate_id, "stale", reason, principal)
+        judge_candidate(rt, db, candidate_id, CandidateOutcome.STALE, reason)
+        judged(rt, db, request, candidate_id, CandidateOutcome.STALE, reason, principal)
         db.refresh(request)
         return ResponseResult(request_id, "stale", request_out(request), reason)
-    judge_candidate(rt, db, candidate_id, "allowed")
+    judge_candidate(rt, db, candidate_id, CandidateOutcome.ALLOWED)
     if turn is not None:
         schedule_resume(rt, db, turn)
     return ResponseResult(request_id, "settled", request_out(settled))
+
+
+def still_waiting(rt: Runtime, db: DbSession, request: InputRequest, turn: Turn | None) -> None:
+    """A response that did not settle its request: a turn parked on it says it still waits (a running turn says so
+    when it parks)."""
+    if request.status == RequestStatus.PENDING and turn is not None and turn.status == TurnStatus.WAITING:
+        emit(db, request.session_id, "turn.waiting", {"on": "input"}, turn_id=request.turn_id, at=rt.now())
 
 
 def unjudged_candidates(rt: Runtime) -> list[str]:
@@ -297,10 +288,11 @@ def judge_again(rt: Runtime, candidate_id: str) -> int:
         answered_again = any(info.responder.same_as(Principal.model_validate(responder)) for responder in db.execute(
             select(ResponseCandidate.responder).where(ResponseCandidate.request_id == request.request_id,
                                                       ResponseCandidate.created_at > candidate.created_at)).scalars())
-        judged_now = request.status == "pending" and not answered_again
-        context = policy_context(db, request, info, candidate_id, False) if judged_now else None
+        judged_now = request.status == RequestStatus.PENDING and not answered_again
+        context = policy_context(rt, db, request, info, candidate_id, False) if judged_now else None
     verdict, reason = judge(rt, response_policy_for(rt, checked), context) if context else \
-        ("stale", SUPERSEDED if answered_again and request.status == "pending" else ALREADY_SETTLED)
+        (CandidateOutcome.STALE,
+         SUPERSEDED if answered_again and request.status == RequestStatus.PENDING else ALREADY_SETTLED)
     with rt.transaction() as db:
         lock_for(db, request)
         if judged_before(db, candidate_id) is not None:
@@ -319,22 +311,26 @@ def record_candidate(rt: Runtime, db: DbSession, info: ResponseInfo, checked: Ch
     candidate_id = new_id("cand")
     row = {"candidate_id": candidate_id, "request_id": checked.response.request_id,
            "responder": info.responder.wire(), "decision": info.decision, "text": stored_text(info.text, info.input),
-           "outcome": "pending", "reason": None, "created_at": rt.now(), "judged_at": None}
+           "outcome": CandidateOutcome.PENDING, "reason": None, "created_at": rt.now(), "judged_at": None}
     if judged_here:
         Tx.of(db).unjudged[candidate_id] = row
     else:
         insert_candidate(db, row)
     request = checked.request
-    judged(rt, db, request, candidate_id, "pending", None, info.responder)
-    return candidate_id, policy_context(db, request, info, candidate_id, judged_here), response_policy_for(rt, checked)
+    judged(rt, db, request, candidate_id, CandidateOutcome.PENDING, None, info.responder)
+    context = policy_context(rt, db, request, info, candidate_id, judged_here)
+    return candidate_id, context, response_policy_for(rt, checked)
 
 
 def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str, outcome: str, reason: str | None,
-           responder: Principal) -> None:
-    data = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
-            "responder": responder.wire()}
+           responder: Principal, approvals: Approvals | None = None) -> None:
+    """The candidate's `approval.candidate` event; an approve counted toward a quorum carries the count."""
+    data: dict[str, Any] = {"candidateId": candidate_id, "requestId": request.request_id, "outcome": outcome,
+                            "responder": responder.wire()}
     if reason:
         data["reason"] = reason
+    if approvals is not None:
+        data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
     if outcome in NOT_TAKEN:  # told where the responder may have answered too: each other place that shows it on
         # their channel (its adapter tells only its own people)
@@ -342,14 +338,15 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
             emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 
 
-def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
+def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,
                    judged_here: bool) -> ResponseContext:
     """The policy's view. The earlier candidates and the requester's person are read when the policy asks for
     them if it runs in this transaction (the default policy reads the requester's person only for a responder
-    who is someone's), else now."""
+    who is someone's), else now; people and groups are read in this transaction, or in reads of their own when
+    the policy runs after it (engine/answers/directory.py)."""
     def earlier() -> list[ResponseInfo]:
         rows = db.execute(select(ResponseCandidate).where(
-            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == "pending",
+            ResponseCandidate.request_id == request.request_id, ResponseCandidate.outcome == CandidateOutcome.PENDING,
             ResponseCandidate.candidate_id != candidate_id,
         ).order_by(ResponseCandidate.created_at)).scalars()
         return [candidate_info(c) for c in rows]
@@ -360,7 +357,8 @@ def policy_context(db: DbSession, request: InputRequest, info: ResponseInfo, can
     session = db.get_one(Session, request.session_id)
     out = request_out(request)
     context = ResponseContext(request=out, response=info, session=session_info(session), earlier=earlier,
-                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person)
+                              responder_person=linked_person(db, info.responder), requester_person_of=requester_person,
+                              directory=PeopleDirectory(rt, db if judged_here else None))
     if not judged_here:
         _ = context.candidates, context.requester_person  # read now: the policy runs after the commit
     return context
@@ -392,16 +390,16 @@ def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tupl
         if inspect.isawaitable(result):
             result = asyncio.run(_bounded(result, rt.response_policy_timeout))
     except TimeoutError:
-        return "timed-out", "the response policy did not answer in time"
+        return CandidateOutcome.TIMED_OUT, "the response policy did not answer in time"
     except Exception as exc:
         log.exception("response policy failed")
-        return "failed", f"the response policy failed: {type(exc).__name__}"
+        return CandidateOutcome.FAILED, f"the response policy failed: {type(exc).__name__}"
     status = result.get("status") if isinstance(result, dict) else None
-    if status in ("allowed", "pending"):
-        return status, None
-    if status == "rejected":
-        return "rejected", str(result.get("reason") or "refused by the response policy")
-    return "failed", f"the response policy returned {result!r}"
+    if status in (CandidateOutcome.ALLOWED, CandidateOutcome.PENDING):
+        return CandidateOutcome(status), None
+    if status == CandidateOutcome.REJECTED:
+        return CandidateOutcome.REJECTED, str(result.get("reason") or "refused by the response policy")
+    return CandidateOutcome.FAILED, f"the response policy returned {result!r}"
 
 
 async def _bounded(awaitable: Any, timeout: float) -> Any:

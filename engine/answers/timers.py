@@ -29,6 +29,7 @@ from engine.answers.settlement import places_of
 from engine.jobs.runtime import Runtime
 from engine.store.db import changed
 from engine.store.events import emit
+from engine.store.statuses import RequestStatus
 from engine.store.tables import EscalationApprover, InputRequest, RequestPlace, RequestTimer, Session
 from engine.turns.sessions import session_at
 from engine.turns.transitions import lock_session
@@ -95,7 +96,7 @@ def fire(rt: Runtime, request_id: str, kind: str, session_id: str) -> bool:
         if timer is None or timer.due_at is None or timer.due_at > now:
             return False  # fired meanwhile
         request = db.get_one(InputRequest, request_id)
-        if request.status != "pending":
+        if request.status != RequestStatus.PENDING:
             claim(db, timer, None)
             return False
         if kind == "remind":

@@ -13,9 +13,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from engine.channels.delivery import forget_unposted_prompts
 from engine.jobs.runtime import Runtime
+from engine.store.statuses import ContactStatus
 from engine.store.tables import Contact, Session
-
-REACHABLE, UNREACHABLE = "reachable", "unreachable"
 
 
 def is_reachable(rt: Runtime, channel: str, address: str) -> bool:
@@ -23,12 +22,12 @@ def is_reachable(rt: Runtime, channel: str, address: str) -> bool:
     with rt.db.read() as db:
         status = db.execute(select(Contact.status).where(Contact.channel == channel, Contact.address == address)
                             ).scalar_one_or_none()
-    return status != UNREACHABLE
+    return status != ContactStatus.UNREACHABLE
 
 
 def set_reachable(rt: Runtime, channel: str, address: str, reachable: bool) -> None:
     """Record the address's reachability; becoming reachable re-shows the open prompts it never got."""
-    status = REACHABLE if reachable else UNREACHABLE
+    status = ContactStatus.REACHABLE if reachable else ContactStatus.UNREACHABLE
     with rt.transaction() as db:
         insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
         db.execute(insert(Contact).values(channel=channel, address=address, status=status, updated_at=rt.now())

@@ -2,7 +2,8 @@
 
 The engine drives delivery from events (`deliver(session_id)`); an adapter only knows how to show a
 request, update it once it closed, say something, and tell a refused responder why. Text-only channels
-(SMS, GitHub comments) show one request at a time: `next_prompt()` picks it and `render_text()` writes it.
+(SMS, GitHub comments) show one request at a time (`one_at_a_time`: delivery shows the first open one only) and
+`render_text()` writes it.
 
 Inbound, a webhook reaches an adapter as a neutral `WebhookRequest` and is answered with a `WebhookReply`; what
 the adapter makes of it is a typed inbound item (`Message`, `Answers`, `Choice`, `Ignored`), which it stores
@@ -17,8 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from engine.answers.edits import approved_with_changes
+from engine.answers.options import text_label
 from engine.policies import SessionInfo as SessionInfo  # what an adapter is told of the session it posts in
 from engine.protocol import InputRequestOut, InputResponse, Principal, app_reason
+from engine.store.statuses import Outcome as Outcome  # how a request it shows settled
+from engine.store.statuses import RequestStatus as RequestStatus  # whether a request it shows is open
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,8 @@ def read_item(data: Mapping[str, Any] | None) -> InboundItem | None:
 class ChannelAdapter(Protocol):
     name: str
     one_at_a_time: bool
-    settle_edits: bool
-    """`settle()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
+    update_edits: bool
+    """`update()` edits the post its `ref` names in place (given one): repeating it shows nothing twice, so
     delivery does not commit its record before making the next post."""
 
     def address(self, data: dict[str, Any]) -> str:
@@ -174,7 +178,7 @@ class ChannelAdapter(Protocol):
         ChannelUnavailable (try again later) or ChannelRefused (never)."""
         ...
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
         """A shown request closed: remove its controls and say who answered (`ref` is what show returned)."""
         ...
 
@@ -236,6 +240,16 @@ class Reaching(Protocol):
         ...
 
 
+@runtime_checkable
+class Counting(Protocol):
+    """Optional for an adapter: show how far an approval that takes several people got (engine/answers/quorum.py)
+    where its prompt is shown (`ref`: what show returned): Slack updates the card, SMS and GitHub reply with the
+    count. `request.approvals` holds it; `approvals.progress` says it (`1 of 2 approvals: Alice Ng`). Returns the
+    platform's reference to a reply, or None (an edit, or nothing posted)."""
+
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None: ...
+
+
 class ChannelUnavailable(Exception):
     """The platform cannot take this now (rate limited, down): the delivery job fails and is retried."""
 
@@ -252,10 +266,6 @@ class ChannelRefused(Exception):
 
 # -- text rendering, shared by the text-only channels ------------------------------------------------------
 
-TEXT_LABELS = {"stop": "Stop here"}
-"""SMS treats STOP (and CANCEL) as opt-out keywords: text channels never ask anyone to reply `stop`."""
-
-
 def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -> str:
     """`key=value, ...` on one line, cut with a marker when long."""
     text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in data.items())
@@ -265,7 +275,7 @@ def compact_input(data: dict[str, Any], limit: int = 160, marker: str = "…") -
 def option_lines(request: InputRequestOut) -> list[str]:
     lines = []
     for number, option in enumerate(request.options, start=1):
-        label = TEXT_LABELS.get(option.id, option.label)
+        label = text_label(option.id, option.label)
         lines.append(f"{number}. {label}" + (f" - {option.description}" if option.description else ""))
     return lines
 
@@ -288,23 +298,35 @@ def render_reminder(request: InputRequestOut, how_to_answer: str, limit: int = 1
     return f"Reminder: {prompt} {how_to_answer}"
 
 
+def render_progress(request: InputRequestOut, limit: int = 60, marker: str = "…") -> str:
+    """How far an approval that takes several people got, one line: `1 of 2 approvals: Alice Ng for "Approve
+    refund?"; 1 more needed.` (the prompt cut to `limit`)."""
+    approvals = request.approvals
+    assert approvals is not None
+    prompt = request.prompt if len(request.prompt) <= limit else request.prompt[: max(limit - len(marker), 0)] + marker
+    more = approvals.need - approvals.have
+    return f"{approvals.progress} for \"{prompt}\"; {more} more needed."
+
+
 def render_settled(request: InputRequestOut) -> str:
     """One line naming the outcome and who answered."""
     who = request.responder.display_name if request.responder else None
     note = (request.response or {}).get("text")
     labels = {o.id: o.label for o in request.options}
-    if request.outcome == "approved":
+    if request.outcome == Outcome.APPROVED:
         reason = app_reason(request.responder)
         if reason:
             return f"{reason.capitalize()}."
+        if request.approvals is not None:
+            who = ", ".join(approver.name for approver in request.approvals.by)
         changes = (request.response or {}).get("changes")
         return (approved_with_changes(str(who), changes) if changes else f"Approved by {who}") + "."
-    if request.outcome == "denied":
+    if request.outcome == Outcome.DENIED:
         return f"Denied by {who}" + (f": {note}" if note else ".")
-    if request.outcome == "answered":
+    if request.outcome == Outcome.ANSWERED:
         option = (request.response or {}).get("optionId")
         answer = labels.get(option, option) if option else note
         return f"Answered: {answer} (by {who})."
-    if request.outcome == "expired":
+    if request.outcome == Outcome.EXPIRED:
         return "Expired: nobody answered in time."
     return "No longer needed."

@@ -20,24 +20,26 @@ from engine.channels.contract import (
     ChannelAdapter,
     ChannelRefused,
     ChannelUnavailable,
+    Counting,
     QueuePosition,
     Refreshing,
     Reminder,
 )
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
-from engine.protocol import InputRequestOut, Principal
+from engine.protocol import Approvals, InputRequestOut, Principal
 from engine.store.queries import first_message, title_of
+from engine.store.statuses import CandidateOutcome, RequestStatus
 from engine.store.tables import Event, InputRequest, Post, Session
 from engine.turns.call_policies import session_info
 
 log = logging.getLogger(__name__)
 
 LEASE = timedelta(seconds=60)
-NOT_TAKEN = ("rejected", "failed", "timed-out")
+NOT_TAKEN = (CandidateOutcome.REJECTED, CandidateOutcome.FAILED, CandidateOutcome.TIMED_OUT)
 """A response the policy refused, or could not judge: the responder is told why, and the request stays open."""
 
-# a delivery's statements, built once (see turns.py)
+# a delivery's statements, built once (see turns/transitions.py)
 _LEASE_FREE = (Session.delivery_lease_until.is_(None)) | (Session.delivery_lease_until < bindparam("now"))
 _TAKE_LEASE = update(Session).where(
     Session.id == bindparam("session"), Session.delivered_seq < Session.event_seq, _LEASE_FREE,
@@ -93,7 +95,7 @@ class Pending:
     posts: dict[str, str | None] = field(default_factory=dict)
     unrecorded: list[Post] = field(default_factory=list)
     repeatable: bool = True
-    """Whether every unrecorded post is an edit that a retry may repeat (a settled card)."""
+    """Whether every unrecorded post is an edit that a retry may repeat (the card of a settled request)."""
 
 
 def claim(rt: Runtime, session_id: str) -> Pending | None:
@@ -127,11 +129,11 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     showing = any(e.type in ("input.requested", "input.resolved") for e in events)
     where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
     if showing:  # one read for both, in the order a text channel shows the open ones
-        where.append(shown_in(session_id) & (InputRequest.status == "pending"))
+        where.append(shown_in(session_id) & (InputRequest.status == RequestStatus.PENDING))
     read = titled(db, session_id, [request_out(r) for r in db.execute(
         select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()]) if where else []
-    opened = [r for r in read if showing and r.status == "pending"]  # (a request of another session that the
-    # events name escalated to this one)
+    # (a request of another session that the events name escalated or shown to this one)
+    opened = [r for r in read if showing and r.status == RequestStatus.PENDING]
     requests = {r.request_id: r for r in read if r.request_id in named}
     keys = [f"event:{e.seq}" for e in events]
     keys += [f"{kind}:{request_id}" for request_id in named | {r.request_id for r in opened}
@@ -199,11 +201,13 @@ class Delivery:
                       lambda: self.adapter.say(self.info, f"That failed: {message}"))
         elif event.type == "approval.candidate" and data.get("outcome") in NOT_TAKEN:
             self.refusal(event.seq, data)
+        elif event.type == "approval.candidate" and data.get("approvals"):
+            self.progress(event.seq, data)
         elif event.type == "input.requested":
             self.show_open(event.seq)
         elif event.type == "input.resolved":
             for resolution in data["resolutions"]:
-                self.settled(resolution["requestId"])
+                self.update_closed(resolution["requestId"])
             self.show_open(event.seq)
         elif event.type == "input.reminded":
             self.remind(event.seq, data)
@@ -247,7 +251,7 @@ class Delivery:
         self.once(f"event:{seq}", f"the refusal of {responder.principal_id}'s answer to {request.request_id}",
                   lambda: self.adapter.refuse(self.info, request, responder, data.get("reason", "")))
 
-    def settled(self, request_id: str) -> None:
+    def update_closed(self, request_id: str) -> None:
         """Update the request's prompt, once, where it was shown."""
         shown_key, settled_key = f"request:{request_id}", f"settled:{request_id}"
         posts = self.pending.posts
@@ -255,14 +259,14 @@ class Delivery:
             return  # never shown here (a text channel's queue skipped it), or updated already
         self.before_posting()
         self.attempt(f"the update of the prompt of {request_id}",
-                     lambda: self.adapter.settle(self.info, self.pending.requests[request_id], posts[shown_key]))
-        self.record(settled_key, None, repeatable=self.adapter.settle_edits and posts[shown_key] is not None)
+                     lambda: self.adapter.update(self.info, self.pending.requests[request_id], posts[shown_key]))
+        self.record(settled_key, None, repeatable=self.adapter.update_edits and posts[shown_key] is not None)
 
     def open_here(self, request_id: str) -> str | None:
         """The platform's reference to the request's prompt here, while that prompt is shown with its controls
         (posted, and not updated as closed); None otherwise."""
         request = self.pending.requests[request_id]
-        if request.status != "pending" or f"settled:{request_id}" in self.pending.posts:
+        if request.status != RequestStatus.PENDING or f"settled:{request_id}" in self.pending.posts:
             return None
         return self.pending.posts.get(f"request:{request_id}")
 
@@ -276,6 +280,18 @@ class Delivery:
         reminder = Reminder(data["count"], data.get("max"), tuple(data.get("approvers", ())))
         self.once(f"event:{seq}", f"reminder {reminder.count} of {request_id}",
                   lambda: self.adapter.remind(self.info, self.pending.requests[request_id], ref, reminder))
+
+    def progress(self, seq: int, data: dict[str, Any]) -> None:
+        """Show how far a quorum got, once, where the request's prompt is shown with its controls (a request that
+        settled meanwhile shows its outcome instead)."""
+        request_id = data["requestId"]
+        ref = self.open_here(request_id)
+        if ref is None or not isinstance(self.adapter, Counting):
+            return
+        adapter, approvals = self.adapter, Approvals.model_validate(data["approvals"])
+        request = self.pending.requests[request_id].model_copy(update={"approvals": approvals})
+        self.once(f"event:{seq}", f"the count of {request_id}'s approvals",
+                  lambda: adapter.progress(self.info, request, ref))
 
     def refresh(self, seq: int, request_id: str) -> None:
         """Show a request's prompt anew where the channel edits its posts (its card says it escalated)."""
@@ -319,7 +335,7 @@ def forget_unposted_prompts(db: DbSession, session_ids: list[str]) -> list[str]:
     forgotten = set()
     for post in unposted:
         request = db.get(InputRequest, post.key.removeprefix("request:"))
-        if request is not None and request.status == "pending":
+        if request is not None and request.status == RequestStatus.PENDING:
             db.delete(post)
             forgotten.add(post.session_id)
     for session_id in forgotten:

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 _MARK_PROCESSED = update(Inbound).where(Inbound.id == bindparam("inbound"), Inbound.processed_at.is_(None)) \
     .values(processed_at=bindparam("now"))
-"""An item's compare-and-set, built once (see turns.py)."""
+"""An item's compare-and-set, built once (see turns/transitions.py)."""
 _INBOUND = cast(Table, Inbound.__table__)
 _INSERT_ONCE = {dialect: insert(_INBOUND).on_conflict_do_nothing(index_elements=["channel", "external_id"])
                 .returning(_INBOUND.c.id) for dialect, insert in (("postgresql", pg_insert), ("sqlite", sqlite_insert))}

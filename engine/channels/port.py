@@ -20,6 +20,7 @@ from engine.channels.inbound import accept
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputRequestOut, Principal
 from engine.store.queries import list_requests
+from engine.store.statuses import RequestStatus
 from engine.store.tables import InputRequest
 from engine.turns.sessions import latest_session_at
 
@@ -52,7 +53,7 @@ class ChannelPort:
 
     def has_pending(self, session_id: str) -> bool:
         """Whether the session `session_id` has an open request."""
-        return bool(list_requests(self._rt, status="pending", session_id=session_id, limit=1)["requests"])
+        return bool(list_requests(self._rt, status=RequestStatus.PENDING, session_id=session_id, limit=1)["requests"])
 
     def edit_problems(self, request_id: str, data: dict[str, Any]) -> list[Problem]:
         """What is wrong with approving request `request_id` with input `data` (nothing: [])."""

@@ -24,15 +24,16 @@ from engine import defaults
 from engine.answers.input_requests import external_fields, request_wire
 from engine.jobs.runtime import Runtime
 from engine.jobs.webhooks import WebhookFailed, WebhookRefused, post_signed
+from engine.store.statuses import CallbackStatus
 from engine.store.tables import ExternalRequest, InputRequest
 
 log = logging.getLogger(__name__)
 
-SENDING = ("sending", "retrying")
+SENDING = (CallbackStatus.SENDING, CallbackStatus.RETRYING)
 """The statuses of a callback owed."""
 _OWE = update(ExternalRequest).where(
-    ExternalRequest.request_id == bindparam("request"), ExternalRequest.callback_status == "waiting",
-).values(callback_status="sending", callback_due_at=bindparam("now")).returning(ExternalRequest.request_id)
+    ExternalRequest.request_id == bindparam("request"), ExternalRequest.callback_status == CallbackStatus.WAITING,
+).values(callback_status=CallbackStatus.SENDING, callback_due_at=bindparam("now")).returning(ExternalRequest.request_id)
 _CLAIM = update(ExternalRequest).where(
     ExternalRequest.request_id == bindparam("request"), ExternalRequest.callback_status.in_(SENDING),
     ExternalRequest.callback_due_at <= bindparam("now"),
@@ -40,7 +41,7 @@ _CLAIM = update(ExternalRequest).where(
 _RECORD = update(ExternalRequest).where(ExternalRequest.request_id == bindparam("request")).values(
     callback_status=bindparam("status"), callback_attempts=bindparam("attempts"),
     callback_error=bindparam("error"), callback_due_at=bindparam("due", type_=ExternalRequest.callback_due_at.type))
-"""Built once (see turns.py)."""
+"""Built once (see turns/transitions.py)."""
 
 
 def owe_callback(rt: Runtime, db: DbSession, request_id: str) -> None:
@@ -95,13 +96,13 @@ def claim(rt: Runtime, request_id: str) -> Attempt | None:
 def record(rt: Runtime, request_id: str, attempt: Attempt, error: str | None) -> None:
     """`delivered`, or `retrying` after the backoff, or `failed` once retrying would pass the retry window."""
     now, attempts = rt.now(), attempt.attempts + 1
-    status, due = "delivered", None
+    status, due = CallbackStatus.DELIVERED, None
     if error is not None:
         backoff = defaults.CALLBACK_BACKOFF_SECONDS
         due = now + timedelta(seconds=backoff[min(attempts, len(backoff)) - 1])
-        status = "retrying"
+        status = CallbackStatus.RETRYING
         if due > attempt.closed_at + timedelta(hours=defaults.CALLBACK_RETRY_HOURS):
-            status, due = "failed", None
+            status, due = CallbackStatus.FAILED, None
             log.error("callback of %s failed for good after %d attempts: %s", request_id, attempts, error)
     with rt.transaction() as db:
         db.execute(_RECORD, {"request": request_id, "status": status, "attempts": attempts, "error": error,

@@ -45,7 +45,7 @@ _job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=Non
 _follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
 _OUTBOX = cast(Table, Outbox.__table__)
 _DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
-"""A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns.py)."""
+"""A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns/transitions.py)."""
 _INSERT_JOB_ROW = insert(_OUTBOX).returning(_OUTBOX.c.id)
 _HANDED_OVER = select(Outbox.id).where(Outbox.available_at <= defaults.HANDED_OVER_AT).limit(1)
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
+from engine.answers.options import APPROVE
 from engine.answers.settlement import close_request
 from engine.answers.submit import judge_again, unjudged_candidates
 from engine.answers.timers import fire_timers
@@ -24,7 +25,7 @@ from engine.jobs.outbox import owed, push_outbox, take_handed_over
 from engine.jobs.runtime import Runtime
 from engine.protocol import TIMEOUT_PRINCIPAL
 from engine.store.retention import prune
-from engine.store.storage import APPROVE
+from engine.store.statuses import CallStatus, Outcome, RequestStatus, RunStatus, TurnStatus
 from engine.store.tables import UNPROCESSED, Inbound, InputRequest, Run, ToolCall, Turn
 from engine.turns.transitions import blocking_turn, latest_run, lock_session, lock_turn, schedule_resume
 
@@ -55,15 +56,15 @@ def sweep(rt: Runtime, *, settled: bool = True) -> SweepReport:
     now = rt.now()
     with rt.db.read() as db:
         expired = list(db.execute(
-            select(Turn.id).where(Turn.status == "running", Turn.lease_until < now)
+            select(Turn.id).where(Turn.status == TurnStatus.RUNNING, Turn.lease_until < now)
         ).scalars())
         open_requests = select(InputRequest.request_id).where(
-            InputRequest.turn_id == Turn.id, InputRequest.status == "pending").exists()
+            InputRequest.turn_id == Turn.id, InputRequest.status == RequestStatus.PENDING).exists()
         waiting = list(db.execute(  # settled but never resumed: one query, however many turns are parked
-            select(Turn.id).where(Turn.status == "waiting", ~open_requests)).scalars()) if settled else []
+            select(Turn.id).where(Turn.status == TurnStatus.WAITING, ~open_requests)).scalars()) if settled else []
         stuck = list(db.execute(
             select(Turn.id).where(
-                Turn.status == "queued",
+                Turn.status == TurnStatus.QUEUED,
                 Turn.updated_at < now - timedelta(seconds=defaults.SWEEP_QUEUED_TURN_AFTER_SECONDS),
             )
         ).scalars())
@@ -97,7 +98,8 @@ def expire_requests(rt: Runtime) -> int:
     with rt.db.read() as db:
         overdue = db.execute(
             select(InputRequest.session_id, InputRequest.request_id, InputRequest.turn_id, InputRequest.on_timeout)
-            .where(InputRequest.status == "pending", InputRequest.expires_at < rt.now()).order_by(InputRequest.seq)
+            .where(InputRequest.status == RequestStatus.PENDING, InputRequest.expires_at < rt.now())
+            .order_by(InputRequest.seq)
         ).all()
     by_session: dict[str, list[tuple[str, str | None, str | None]]] = {}
     for session_id, request_id, turn_id, on_timeout in overdue:
@@ -116,10 +118,10 @@ def expire_requests(rt: Runtime) -> int:
 def time_out(rt: Runtime, db: DbSession, request_id: str, on_timeout: str | None) -> bool:
     """Close an overdue request as its `on_timeout` says; False when it closed meanwhile."""
     if on_timeout == "approve":
-        closed = close_request(rt, db, request_id, outcome="approved", response={"optionId": APPROVE["id"],
+        closed = close_request(rt, db, request_id, outcome=Outcome.APPROVED, response={"optionId": APPROVE["id"],
                                "text": None}, responder=TIMEOUT_PRINCIPAL)
     else:
-        closed = close_request(rt, db, request_id, outcome="expired", response=None, responder=None)
+        closed = close_request(rt, db, request_id, outcome=Outcome.EXPIRED, response=None, responder=None)
     return closed is not None
 
 
@@ -135,19 +137,19 @@ def recover_turn(rt: Runtime, turn_id: str, given_up: str | None = None) -> int:
         now = rt.now()
         run = latest_run(db, turn_id)
         if given_up is not None:
-            if turn.status != "running" or run is None or run.id != given_up:
+            if turn.status != TurnStatus.RUNNING or run is None or run.id != given_up:
                 return 0  # another runner took it over meanwhile, or the run ended after all
-        elif turn.status != "running" or turn.lease_until is None or turn.lease_until >= now:
+        elif turn.status != TurnStatus.RUNNING or turn.lease_until is None or turn.lease_until >= now:
             return 0
         if run is not None:
-            run.status, run.ended_at = "crashed", now
+            run.status, run.ended_at = RunStatus.CRASHED, now
             run.error = dict(CONNECTION_LOST if given_up else LEASE_RAN_OUT)
         db.execute(
-            update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == "running")
-            .values(status="unknown", interrupted=ToolCall.interrupted + 1, updated_at=now)
+            update(ToolCall).where(ToolCall.turn_id == turn_id, ToolCall.status == CallStatus.RUNNING)
+            .values(status=CallStatus.UNKNOWN, interrupted=ToolCall.interrupted + 1, updated_at=now)
         )
-        db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status="resuming", started_at=now))
-        turn.status, turn.lease_until, turn.updated_at = "queued", None, now
+        db.add(Run(turn_id=turn_id, seq=(run.seq if run else 0) + 1, status=RunStatus.RESUMING, started_at=now))
+        turn.status, turn.lease_until, turn.updated_at = TurnStatus.QUEUED, None, now
         rt.enqueue(db, "run_turn", turn_id)
         log.warning("turn %s: recovered from a %s", turn_id, "lost database connection" if given_up else "lost worker")
         return 1
@@ -157,7 +159,7 @@ def requeue(rt: Runtime, turn_id: str) -> int:
     """A queued turn that no job will pick up (its job started and died without a retry): enqueue it again."""
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
-        if turn.status != "queued":
+        if turn.status != TurnStatus.QUEUED:
             return 0
         if blocking_turn(db, turn) is not None:
             return 0

@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.agent import Agent
 from engine.channels.contract import ChannelAdapter
+from engine.channels.groups import PlatformGroups
 from engine.jobs import outbox
 from engine.jobs.outbox import OutboxRow
 from engine.store.db import Database
 from engine.store.events import write_appended
-from engine.store.tables import Session as SessionRow
-from engine.store.tables import utcnow
+from engine.store.tables import Session, utcnow
 from engine.store.tx import Tx
 
 
@@ -57,6 +57,8 @@ class Runtime:
         self.callback_hosts = callback_hosts
         """HITL_CALLBACK_ALLOWED_HOSTS: the only hosts callbacks may go to, when any are named."""
         self.channels = dict(channels or {})
+        self.groups = PlatformGroups(self.channels)
+        """The members of platform groups (Slack user groups, GitHub teams), through the channels, kept a while."""
         self.agent = agent
         self.agent_spec = agent_spec or agent.name
         """What a session opened here records as its agent: where the agent comes from (HITL_AGENT's
@@ -120,9 +122,9 @@ class Runtime:
                 flagged.append(session_id)
         if unheld:
             flagged += tx.db.execute(
-                update(SessionRow).where(SessionRow.id.in_(unheld), SessionRow.channel.in_(list(self.channels)),
-                                         SessionRow.delivery_queued.is_(False))
-                .values(delivery_queued=True).returning(SessionRow.id)
+                update(Session).where(Session.id.in_(unheld), Session.channel.in_(list(self.channels)),
+                                      Session.delivery_queued.is_(False))
+                .values(delivery_queued=True).returning(Session.id)
             ).scalars().all()
         for session_id in flagged:
             outbox.record(tx, "deliver", [session_id], self.now())

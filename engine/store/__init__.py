@@ -1,2 +1,2 @@
-"""Store: tables, column storage, the database, the transaction object (tx), events, read models, visibility,
-retention."""
+"""Store: tables, statuses, column storage, the database, the transaction object (tx), events, read models,
+visibility, retention."""

@@ -8,17 +8,20 @@ SQL conditions on indexed columns (the principal's digest), so lists stay keyset
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, select, true, union
+from sqlalchemy import ColumnElement, Select, literal, select, true, union, union_all
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm import aliased
 
 from engine.errors import NotPermitted
+from engine.people import GROUP, PERSON
 from engine.protocol import Principal
 from engine.store.storage import principal_digest
 from engine.store.tables import (
     EscalationApprover,
     ExternalRequest,
+    GroupMember,
     InputRequest,
+    PersonPrincipal,
     RequestApprover,
     ResponseCandidate,
     Session,
@@ -35,8 +38,9 @@ def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
     """The requests `principal` is asked, or asked itself: those of a session it started, those it already
     responded to (a response of its is stored as a candidate, whatever its verdict), the external requests it made
-    (an agent's) or is named an approver of, those an escalation made it an approver of, and the external requests
-    of the console and the API that name no approvers (anyone with a key may answer those)."""
+    (an agent's) or is named an approver of (itself, its person, or a group of either: `approver_items`), those an
+    escalation made it an approver of, and the external requests of the console and the API that name no approvers
+    (anyone with a key may answer those)."""
     if principal is None:
         return true()
     digest = principal_digest(principal.wire())
@@ -47,11 +51,26 @@ def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
         .where(Session.initiator_digest == digest),
         select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),
         select(ExternalRequest.request_id).where(ExternalRequest.requester_digest == digest),
-        select(RequestApprover.request_id).where(RequestApprover.principal_id == principal.principal_id),
+        select(RequestApprover.request_id).where(RequestApprover.principal_id.in_(approver_items(principal.principal_id))),
         select(EscalationApprover.request_id).where(EscalationApprover.principal_id == principal.principal_id),
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(asked.turn_id.is_(None), Session.channel == "api", ~named),
     ))
+
+
+def approver_items(principal_id: str) -> Select[tuple[str]]:
+    """The approvers items that name `principal_id` (engine/policies.py `approvers`): itself and its person's other
+    principals, its person (`person:<name>`), and the groups any of those is a member of (`group:<name>`). The
+    members of a platform group (a Slack user group, a GitHub team) are not known here: such a request is theirs to
+    see once they answered it, and on the channel it is shown in."""
+    person = select(PersonPrincipal.person).where(PersonPrincipal.principal_id == principal_id).scalar_subquery()
+    own = union_all(
+        select(literal(principal_id).label("item")),
+        select(PersonPrincipal.principal_id).where(PersonPrincipal.person == person),
+        select(literal(PERSON) + person),
+    ).subquery()
+    groups = select(literal(GROUP) + GroupMember.group).where(GroupMember.member.in_(select(own.c.item)))
+    return select(own.c.item).union(groups)  # type: ignore[return-value]
 
 
 def session_seen(db: DbSession, session_id: str, principal: Principal | None) -> Session | None:

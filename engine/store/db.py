@@ -182,7 +182,7 @@ def changed(session: Session | Connection, statement: Executable, params: dict[s
 
 
 _WRITES: dict[type, tuple[Update, dict[str, str]]] = {}
-"""A mapped class -> the UPDATE of one row of its table by primary key, built on first use (see turns.py on
+"""A mapped class -> the UPDATE of one row of its table by primary key, built on first use (see turns/transitions.py on
 statements built once; it sets the columns its parameters name), and its attributes' column keys."""
 
 

@@ -16,7 +16,7 @@ from engine.store.tables import Event, InputRequest, Message, Session, utcnow
 from engine.store.tx import Tx
 
 _SESSIONS = cast(Table, Session.__table__)
-# built once (see turns.py); on the tables: a transaction's messages, events and counters take no ORM work
+# built once (see turns/transitions.py); on the tables: a transaction's messages, events and counters take no ORM work
 _INSERT_MESSAGES = insert(cast(Table, Message.__table__))
 _INSERT_EVENTS = insert(cast(Table, Event.__table__))
 _WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")) \

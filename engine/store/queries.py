@@ -14,11 +14,13 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.answers.edits import read_stored
 from engine.answers.input_requests import external_fields, request_wire, schedule_fields
+from engine.answers.quorum import request_approvals
 from engine.errors import InvalidQuery, NotFound
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
 from engine.store.access import request_seen, requests_seen_by, session_seen, sessions_seen_by
 from engine.store.events import events_wire
+from engine.store.statuses import RequestStatus
 from engine.store.tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
 
 T = TypeVar("T")
@@ -207,7 +209,7 @@ def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> 
     """Which requests the inbox's first page of pending ones (`list_requests(status="pending", limit=limit,
     seen_by=seen_by)`) holds, by id only: `{requestIds, next}`."""
     with rt.db.read() as db:
-        query = select(InputRequest.request_id).where(InputRequest.status == "pending")
+        query = select(InputRequest.request_id).where(InputRequest.status == RequestStatus.PENDING)
         if seen_by is not None:
             query = query.where(requests_seen_by(seen_by))
         page, last = page_of(db, query, INBOX_ORDER, None, limit)
@@ -215,8 +217,9 @@ def pending_inbox(rt: Runtime, limit: int, seen_by: Principal | None = None) -> 
 
 
 def get_request(rt: Runtime, request_id: str, seen_by: Principal | None = None) -> dict[str, Any]:
-    """One request, with its session's title, agent and channel, and its reminders and escalation
-    (`schedule_fields`); an external one with its approvers, metadata and callback too (`external_fields`)."""
+    """One request, with its session's title, agent and channel, its reminders and escalation
+    (`schedule_fields`) and the progress of its quorum (`approvals`); an external one with its approvers, quorum,
+    metadata and callback too (`external_fields`)."""
     return request_state(rt, request_id, seen_by)[0]
 
 
@@ -229,6 +232,8 @@ def request_state(rt: Runtime, request_id: str, seen_by: Principal | None = None
                          .where(InputRequest.request_id == request_id)).one()
         request, seq = row[0], row[-1]
         shown = inbox_wire(row[:-1]) | schedule_fields(db, request)
+        approvals = request_approvals(rt, db, request)
+        shown["approvals"] = approvals.wire() if approvals is not None else None
         return (shown if request.turn_id is not None else shown | external_fields(db, request)), seq
 
 
@@ -254,7 +259,7 @@ def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = No
         page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
-            .where(InputRequest.status == "pending", InputRequest.session_id.in_([s.id for s, _ in page]))
+            .where(InputRequest.status == RequestStatus.PENDING, InputRequest.session_id.in_([s.id for s, _ in page]))
             .group_by(InputRequest.session_id)
         ).all()) if page else {}
         sessions = [

@@ -18,6 +18,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect, default
 from sqlalchemy.types import TypeEngine
 
+from engine.answers.options import BUILT_IN_OPTIONS
+
 ID_PREFIXES = ("ses", "turn", "run", "call", "req", "cand")
 """What our ids start with; PostgreSQL stores an id by its prefix's number (`pack_id`)."""
 
@@ -181,15 +183,9 @@ def digest_of(column: str) -> Callable[[default.DefaultExecutionContext], str | 
         return principal_digest(context.get_current_parameters().get(column))
     return computed
 
-APPROVE = {"id": "approve", "label": "Approve", "style": "primary"}
-DENY = {"id": "deny", "label": "Deny", "style": "danger"}
-CONTINUE = {"id": "continue", "label": "Continue", "style": "primary"}
-STOP = {"id": "stop", "label": "Stop", "style": "danger"}
-BUILT_IN_OPTIONS = {"approve": APPROVE, "cancel": DENY, "continue": CONTINUE, "stop": STOP}
-"""The built-in options by the token stored for each. Deny is stored as `cancel`, its id while it read Cancel:
-rows written before and after the rename read the same (as Deny here, as Cancel in a release before it, whose
-processes may still run during a deploy)."""
+
 STORED_AS = {option["id"]: token for token, option in BUILT_IN_OPTIONS.items()}
+"""The token each built-in option (engine/answers/options.py) is stored as."""
 
 
 class OptionsJSON(Codec):

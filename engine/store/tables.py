@@ -23,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from engine.store.statuses import CallStatus, CandidateOutcome, ContactStatus, RequestStatus, SessionStatus, TurnStatus
 from engine.store.storage import (
     PRINCIPAL,
     DigestType,
@@ -66,7 +67,7 @@ class Session(Base):
     stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     initiator_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("initiator"))
-    status: Mapped[str] = mapped_column(String(16), default="idle")
+    status: Mapped[str] = mapped_column(String(16), default=SessionStatus.IDLE)
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
     delivered_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -104,7 +105,7 @@ class Turn(Base):
     id: Mapped[str] = mapped_column(id_type(), primary_key=True, default=lambda: new_id("turn"))
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=TurnStatus.QUEUED)
     requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     input: Mapped[str] = mapped_column(Text)
     result: Mapped[str | None] = mapped_column(Text)
@@ -160,7 +161,7 @@ class ToolCall(Base):
     tool: Mapped[str] = mapped_column(String(200))
     input: Mapped[dict[str, Any]] = mapped_column(JSONType)
     input_hash: Mapped[str] = mapped_column(DigestType)
-    status: Mapped[str] = mapped_column(String(24), default="proposed")
+    status: Mapped[str] = mapped_column(String(24), default=CallStatus.PROPOSED)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     approval_request_id: Mapped[str | None] = mapped_column(id_type(80))
     responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
@@ -189,7 +190,7 @@ class InputRequest(Base):
     allow_freeform: Mapped[bool] = mapped_column(Boolean, default=False)
     display: Mapped[str] = mapped_column(String(16))
     requested_by: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
-    status: Mapped[str] = mapped_column(String(16), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default=RequestStatus.PENDING)
     outcome: Mapped[str | None] = mapped_column(String(16))
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     responder: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
@@ -236,6 +237,8 @@ class ExternalRequest(Base):
     callback_error: Mapped[str | None] = mapped_column(Text)
     callback_due_at: Mapped[datetime | None] = mapped_column()
     """When its next attempt is due (or the attempt under way is presumed lost); None when none is owed."""
+    quorum: Mapped[int | None] = mapped_column(Integer)
+    """How many distinct people must approve it (engine/answers/quorum.py); None: one."""
 
     __table_args__ = (UniqueConstraint("requester_digest", "idempotency_key"),)
 
@@ -247,8 +250,9 @@ Index("ix_external_requests_callback_due_at", ExternalRequest.callback_due_at,
 
 
 class RequestApprover(Base):
-    """One principal id named in an external request's `approvers`: any one of them may settle it. A request
-    without rows here may be answered by anyone its place admits."""
+    """One item of an external request's `approvers` (a principal id, `person:<name>`, `group:<name>`,
+    `slack-usergroup:<id>` or `github-team:<org>/<slug>`): the people it names may settle it. A request without
+    rows here may be answered by anyone its place admits."""
 
     __tablename__ = "request_approvers"
 
@@ -314,7 +318,7 @@ class ResponseCandidate(Base):
     responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)  # a note; an approve's edited input, as JSON (answers/edits.py)
-    outcome: Mapped[str] = mapped_column(String(16), default="pending")
+    outcome: Mapped[str] = mapped_column(String(16), default=CandidateOutcome.PENDING)
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     judged_at: Mapped[datetime | None] = mapped_column()
@@ -423,7 +427,7 @@ class Contact(Base):
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     channel: Mapped[str] = mapped_column(String(32))
     address: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16), default="reachable")
+    status: Mapped[str] = mapped_column(String(16), default=ContactStatus.REACHABLE)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     __table_args__ = (UniqueConstraint("channel", "address"),)

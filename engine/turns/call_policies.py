@@ -15,6 +15,7 @@ from engine.answers.input_requests import open_approval
 from engine.jobs.runtime import Runtime
 from engine.policies import ApprovalContext, SessionInfo, Verdict, always, call_policy, never, once, to_verdict
 from engine.protocol import APP_PRINCIPAL, principal_or_none
+from engine.store.statuses import CallStatus, ResultStatus
 from engine.store.tables import ApprovalGrant, InputRequest, Session, ToolCall, Turn
 from engine.turns.calls import finish_call, reject_call, unusable
 
@@ -102,8 +103,8 @@ def visible_grants(rt: Runtime, db: DbSession, session_id: str) -> set[str]:
     waiting = db.execute(
         select(ToolCall.tool).join(Turn, Turn.id == ToolCall.turn_id).where(
             Turn.session_id == session_id,
-            (ToolCall.status == "awaiting_approval")
-            | ((ToolCall.status == "proposed") & ToolCall.verdict.is_not(None)),
+            (ToolCall.status == CallStatus.AWAITING_APPROVAL)
+            | ((ToolCall.status == CallStatus.PROPOSED) & ToolCall.verdict.is_not(None)),
         )
     ).scalars()
     waiting_keys = set()
@@ -116,7 +117,7 @@ def visible_grants(rt: Runtime, db: DbSession, session_id: str) -> set[str]:
 def record_verdict(rt: Runtime, db: DbSession, session_id: str, call: ToolCall, verdict: Verdict) -> None:
     call.updated_at = rt.now()
     if verdict.decision in ("not-applicable", "approved"):
-        call.status = "approved"
+        call.status = CallStatus.APPROVED
         if verdict.decision == "approved":
             call.responder = APP_PRINCIPAL.wire() | {"attributes": {"reason": verdict.reason}}
     elif verdict.decision == "denied":
@@ -133,7 +134,7 @@ def recover(rt: Runtime, db: DbSession, turn: Turn, calls: list[ToolCall]) -> li
         tool = rt.agent.tools[call.tool]
         call.updated_at = now
         if tool.idempotent:
-            call.status = "approved"
+            call.status = CallStatus.APPROVED
         elif tool.needs_approval:
             opened.append(open_approval(
                 db, call, tool, session_id=turn.session_id, requested_by=turn.requested_by, now=now,
@@ -141,7 +142,7 @@ def recover(rt: Runtime, db: DbSession, turn: Turn, calls: list[ToolCall]) -> li
                 prompt=f"Approve {tool.title} again? An earlier attempt was interrupted and may have partly run.",
             ))
         else:
-            finish_call(rt, db, call, turn.session_id, "failed", None, {
+            finish_call(rt, db, call, turn.session_id, ResultStatus.FAILED, None, {
                 "code": "TOOL_INTERRUPTED",
                 "message": f"The worker running {call.tool} stopped; the call may have partly run "
                 "and was not retried.",

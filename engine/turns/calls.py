@@ -1,4 +1,8 @@
-"""ToolCall bookkeeping shared by the runner and by settlement: results and rejections."""
+"""A ToolCall's result, however it comes: `finish_call` records it (the call's status, an `action.result` event,
+the tool message the model reads), `reject_call` for a call that will not run (denied, cancelled, ignored),
+`reject_unusable` for one to a tool that does not exist or with input that does not fit, and `approval_note` for
+what the model reads beside a call approved otherwise than as proposed. Used by the runner, the call policies and
+settlement. Tools themselves are defined in engine/agent.py."""
 
 from __future__ import annotations
 
@@ -13,9 +17,8 @@ from engine.jobs.runtime import Runtime
 from engine.protocol import Principal, app_reason
 from engine.store.db import write_row
 from engine.store.events import add_message, emit
+from engine.store.statuses import CallStatus, ResultStatus
 from engine.store.tables import InputRequest, ToolCall
-
-DONE = ("completed", "failed", "not_run")
 
 
 def finish_call(
@@ -53,18 +56,18 @@ def approval_note(db: DbSession, tool: Tool, call: ToolCall) -> str | None:
 
 
 def reject_call(
-    rt: Runtime, db: DbSession, call: ToolCall, note: str, session_id: str, *, status: str = "rejected"
+    rt: Runtime, db: DbSession, call: ToolCall, note: str, session_id: str, *, status: str = ResultStatus.REJECTED
 ) -> None:
     """A call that will not run: `not_run`, an action.result (`rejected` or `cancelled`), a denial the model reads."""
     error = {"code": "TOOL_EXECUTION_DENIED", "message": note}
-    finish_call(rt, db, call, session_id, status, None, error, call_status="not_run")
+    finish_call(rt, db, call, session_id, status, None, error, call_status=CallStatus.NOT_RUN)
 
 
 def reject_unusable(rt: Runtime, db: DbSession, agent: Agent, call: ToolCall, session_id: str) -> None:
     """A call to a tool that does not exist, or with input that does not fit, fails at once."""
     error = unusable(agent, call.tool, call.input)
     if error is not None:
-        finish_call(rt, db, call, session_id, "failed", None, error)
+        finish_call(rt, db, call, session_id, ResultStatus.FAILED, None, error)
 
 
 def unusable(agent: Agent, name: str, data: dict[str, Any]) -> dict[str, str] | None:

@@ -8,6 +8,7 @@ import threading
 from sqlalchemy import update
 
 from engine.jobs.runtime import Runtime
+from engine.store.statuses import TurnStatus
 from engine.store.tables import Turn
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class LeaseKeeper:
         while not self._stop.wait(self.rt.lease_seconds / 3):
             try:
                 with self.rt.transaction() as db:
-                    db.execute(update(Turn).where(Turn.id == self.turn_id, Turn.status == "running")
+                    db.execute(update(Turn).where(Turn.id == self.turn_id, Turn.status == TurnStatus.RUNNING)
                                .values(lease_until=self.rt.lease_until()))
             except Exception:  # a missed renewal is retried; it must not kill the turn
                 log.warning("turn %s: lease renewal failed", self.turn_id, exc_info=True)

@@ -1,49 +1,48 @@
 """The turn runner: the model/tool loop of DESIGN.md section 5, one Run at a time, parking on people.
 
 A Run alternates between bookkeeping and work. Bookkeeping (deciding calls, opening approvals, recording a
-result, parking, ending) happens inside one fenced transaction per step; work (running a tool, calling the
-model, judging its calls with a request policy that may take its time) happens between transactions, so no
-lock is held while it runs. A tool's `running` mark commits before the tool starts and its result commits
-before the model reads it.
+result, parking, ending) happens here, inside one fenced transaction per step; work (running a tool, calling the
+model, judging its calls with a request policy that may take its time: engine/turns/work.py) happens between
+transactions, so no lock is held while it runs. A tool's `running` mark commits before the tool starts and its
+result commits before the model reads it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from engine.agent import Approval, Park, Tool, ToolContext
+from engine.agent import Approval, ToolContext
 from engine.answers.edits import input_hash
 from engine.answers.input_requests import open_approval, open_request, opened_in
+from engine.answers.options import CONTINUE, STOP
 from engine.answers.places import announce
 from engine.jobs.recovery import recover_turn, requeue
 from engine.jobs.runtime import Runtime
-from engine.llm import ModelReply
-from engine.policies import Verdict
 from engine.protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
 from engine.store.db import lost_connection, write_row
 from engine.store.events import add_message, emit
-from engine.store.storage import CONTINUE, STOP, new_id
+from engine.store.statuses import CALL_DONE, CallStatus, RequestStatus, ResultStatus, RunStatus, TurnStatus
 from engine.store.tables import InputRequest, Run, Session, ToolCall, Turn
-from engine.turns.call_policies import decide, record_verdict, recover, review
-from engine.turns.calls import DONE, approval_note, finish_call, reject_unusable
+from engine.turns.call_policies import decide, record_verdict, recover
+from engine.turns.calls import approval_note, finish_call, reject_unusable
 from engine.turns.lease import LeaseKeeper
 from engine.turns.transcript import load_messages, model_view, steered_since
 from engine.turns.transitions import claim, end_turn, lock_turn, lock_turn_run, pending_requests
+from engine.turns.work import CallModel, Done, ModelDone, RunTool, ToolDone, Work, call_model, run_tool
 from engine.turns.workflow import CallWorkflow
 
 log = logging.getLogger(__name__)
 
-# built once (see turns.py)
-_OPEN_CALLS = select(ToolCall).where(ToolCall.turn_id == bindparam("turn"), ToolCall.status.not_in(DONE)) \
+# built once (see turns/transitions.py)
+_OPEN_CALLS = select(ToolCall).where(ToolCall.turn_id == bindparam("turn"), ToolCall.status.not_in(CALL_DONE)) \
     .order_by(ToolCall.step, ToolCall.position)
 _RUN_INTERRUPTED = update(Run).where(Run.id == bindparam("run")) \
-    .values(status="interrupted", ended_at=bindparam("now"))
+    .values(status=RunStatus.INTERRUPTED, ended_at=bindparam("now"))
 
 
 class LeaseLost(Exception):
@@ -78,49 +77,8 @@ def run_turn(rt: Runtime, turn_id: str) -> None:
 def fail(rt: Runtime, turn_id: str, run_id: str, error: dict[str, Any]) -> None:
     with rt.transaction() as db:
         turn = lock_turn(db, turn_id)
-        if turn.status == "running" and db.get_one(Run, run_id).status == "running":
-            end_turn(rt, db, turn, run_id, "failed", error=error)
-
-
-@dataclass(frozen=True)
-class RunTool:
-    """Work: run an approved call (already marked `running`)."""
-
-    call_id: str
-    tool: Tool
-    data: dict[str, Any]
-    expected_hash: str
-    ctx: ToolContext
-
-
-@dataclass(frozen=True)
-class CallModel:
-    """Work: ask the model for the next step; `seen` is the last transcript seq it reads."""
-
-    messages: list[dict[str, Any]]
-    seen: int
-
-
-@dataclass(frozen=True)
-class ToolDone:
-    call_id: str
-    output: Any = None
-    error: dict[str, Any] | None = None
-    parked: bool = False
-    """The tool asked a person (`ctx.ask()`) and waits for the answer."""
-
-
-@dataclass(frozen=True)
-class ModelDone:
-    reply: ModelReply
-    seen: int
-    call_ids: list[str]
-    verdicts: dict[str, Verdict]
-    """The calls' verdicts judged before the step's transaction (see decisions.review)."""
-
-
-Work = RunTool | CallModel
-Done = ToolDone | ModelDone
+        if turn.status == TurnStatus.RUNNING and db.get_one(Run, run_id).status == RunStatus.RUNNING:
+            end_turn(rt, db, turn, run_id, TurnStatus.FAILED, error=error)
 
 
 class Driver:
@@ -143,7 +101,7 @@ class Driver:
     def fenced(self, db: DbSession) -> Turn:
         """Lock the session row, then the turn row (the order every writer uses), and check the run owns it."""
         locked = lock_turn_run(db, self.turn_id)
-        if locked is None or locked[1].status != "running" or locked[2] != self.run_id:
+        if locked is None or locked[1].status != TurnStatus.RUNNING or locked[2] != self.run_id:
             raise LeaseLost(self.turn_id)
         return locked[1]
 
@@ -160,7 +118,7 @@ class Driver:
         self.keeper = LeaseKeeper(self.rt, self.turn_id, self.run_id)
         self.keeper.start()
         while work is not None:
-            done = self.run_tool(work) if isinstance(work, RunTool) else self.call_model(work)
+            done = run_tool(work) if isinstance(work, RunTool) else call_model(self.rt, self.session_id, work)
             self.unrecorded = done
             with self.rt.transaction() as db:
                 work = self.record(db, self.fenced(db), done)
@@ -176,7 +134,7 @@ class Driver:
         try:
             with self.rt.transaction() as db:
                 turn = self.fenced(db)
-                if db.get_one(ToolCall, done.call_id).status == "running":
+                if db.get_one(ToolCall, done.call_id).status == CallStatus.RUNNING:
                     self.record_tool(db, turn, done)
         except Exception:
             log.exception("turn %s: could not record the result of call %s", self.turn_id, done.call_id)
@@ -204,15 +162,16 @@ class Driver:
             return self.record_reply(db, turn, done)
         calls = self.open_calls(db)  # the recorded call is one of them: one read for both
         self.record_tool(db, turn, done)
-        return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
+        return self.next_work(db, turn, [c for c in calls if c.status not in CALL_DONE])
 
     def record_tool(self, db: DbSession, turn: Turn, done: ToolDone) -> None:
         call = db.get_one(ToolCall, done.call_id)
         if done.parked:
-            write_row(db, call, status="awaiting_input", updated_at=self.rt.now())
+            write_row(db, call, status=CallStatus.AWAITING_INPUT, updated_at=self.rt.now())
         else:
-            finish_call(self.rt, db, call, turn.session_id, "failed" if done.error else "completed", done.output,
-                        done.error, note=approval_note(db, self.agent.tools[call.tool], call))
+            status = ResultStatus.FAILED if done.error else ResultStatus.COMPLETED
+            note = approval_note(db, self.agent.tools[call.tool], call)
+            finish_call(self.rt, db, call, turn.session_id, status, done.output, done.error, note=note)
 
     def next_work(self, db: DbSession, turn: Turn, known: list[ToolCall] | None = None) -> Work | None:
         """The next tool to run or model call to make; None when the turn parked or ended. `known`: the turn's
@@ -251,26 +210,26 @@ class Driver:
 
     def start_pass(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
         """Decide new calls, recover interrupted ones, open approvals, and line up the approved calls."""
-        undecided = [c for c in calls if c.status == "proposed" and c.verdict is None]
+        undecided = [c for c in calls if c.status == CallStatus.PROPOSED and c.verdict is None]
         if undecided:
             decide(self.rt, db, turn.session_id, undecided)
-        unknown = [c for c in calls if c.status == "unknown"]
+        unknown = [c for c in calls if c.status == CallStatus.UNKNOWN]
         if unknown:
             self.announce(db, turn, recover(self.rt, db, turn, unknown))
         self.reopen_answered_asks(db, calls)
         self.open_approvals(db, turn, calls)
-        self.batch = [c.call_id for c in calls if c.status == "approved"]
+        self.batch = [c.call_id for c in calls if c.status == CallStatus.APPROVED]
         self.ran = False
 
     def open_approvals(self, db: DbSession, turn: Turn, calls: list[ToolCall]) -> None:
         """Approvals decided but not yet asked, among the turn's open `calls`; those of a step whose workflow
         tool has not finished come later."""
-        decided = [c for c in calls if c.status == "proposed" and c.verdict is not None]
+        decided = [c for c in calls if c.status == CallStatus.PROPOSED and c.verdict is not None]
         if not decided:
             return
         asking = {c.step for c in calls  # a tool with a ctx may still ctx.ask()
-                  if c.status == "awaiting_input"
-                  or (c.status in ("approved", "running") and self.agent.tools[c.tool].takes_context)}
+                  if c.status == CallStatus.AWAITING_INPUT
+                  or (c.status in (CallStatus.APPROVED, CallStatus.RUNNING) and self.agent.tools[c.tool].takes_context)}
         now, opened = self.rt.now(), []
         for call in decided:
             if call.step in asking:
@@ -286,48 +245,31 @@ class Driver:
     def reopen_answered_asks(self, db: DbSession, calls: list[ToolCall]) -> None:
         """A workflow call whose questions are all answered runs again from the top."""
         for call in calls:
-            if call.status != "awaiting_input":
+            if call.status != CallStatus.AWAITING_INPUT:
                 continue
             open_asks = db.execute(select(func.count()).select_from(InputRequest).where(
                 InputRequest.turn_id == call.turn_id, InputRequest.call_id == call.call_id,
-                InputRequest.status == "pending")).scalar_one()
+                InputRequest.status == RequestStatus.PENDING)).scalar_one()
             if not open_asks:
-                call.status = "approved"
+                call.status = CallStatus.APPROVED
 
     def start_call(self, db: DbSession, turn: Turn, call_id: str) -> RunTool | None:
         """Mark an approved call `running` (committed before the tool starts); None if it is no longer approved."""
         call = db.get_one(ToolCall, call_id)
-        if call.status != "approved":
+        if call.status != CallStatus.APPROVED:
             return None
         if call.attempts == 0 or call.interrupted:
             emit(db, turn.session_id, "action.called",
                  {"callId": call.call_id, "toolName": call.tool, "input": call.input}, turn_id=turn.id,
                  at=self.rt.now())
-        write_row(db, call, status="running", attempts=call.attempts + 1, run_id=self.run_id,
+        write_row(db, call, status=CallStatus.RUNNING, attempts=call.attempts + 1, run_id=self.run_id,
                   updated_at=self.rt.now())
         return RunTool(call.call_id, self.agent.tools[call.tool], dict(call.input), call.input_hash,
                        self.tool_context(db, turn, call))
 
-    def run_tool(self, work: RunTool) -> ToolDone:
-        if input_hash(work.data) != work.expected_hash:
-            return ToolDone(work.call_id, error={"code": "INPUT_CHANGED",
-                                                 "message": "the call's input differs from what was approved"})
-        try:
-            output = work.tool.invoke(work.ctx, work.data)
-        except Park:
-            return ToolDone(work.call_id, parked=True)
-        except Exception as exc:
-            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": f"{type(exc).__name__}: {exc}"})
-        try:  # strict JSON (PostgreSQL and the model's endpoint refuse NaN); the tool ran, so say so
-            json.dumps(output, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            message = f"{work.tool.name} ran, but its result cannot be stored as JSON: {type(exc).__name__}: {exc}"
-            return ToolDone(work.call_id, error={"code": "TOOL_ERROR", "message": message})
-        return ToolDone(work.call_id, output=output)
-
     def tool_context(self, db: DbSession, turn: Turn, call: ToolCall) -> ToolContext:
         approval = None
-        if call.approval_request_id:  # a person approved it, or the app on timeout (`settle_call` keeps who; a
+        if call.approval_request_id:  # a person approved it, or the app on timeout (`authorise_call` keeps who; a
             # person's approve has no note)
             if call.responder:
                 responder = Principal.model_validate(call.responder)
@@ -349,7 +291,7 @@ class Driver:
         now = self.rt.now()
         # on the connection: no early flush (the step's rows go out with the turn's state, in one flush)
         db.connection().execute(_RUN_INTERRUPTED, {"run": self.run_id, "now": now})
-        write_row(db, turn, status="waiting", lease_until=None, updated_at=now)
+        write_row(db, turn, status=TurnStatus.WAITING, lease_until=None, updated_at=now)
         emit(db, turn.session_id, "turn.waiting", {"on": "input"}, turn_id=turn.id, at=now)
         return True
 
@@ -361,8 +303,9 @@ class Driver:
             messages = load_messages(db, turn.session_id)
             return CallModel(model_view(self.agent.instructions, messages), messages[-1].seq if messages else 0)
         limit = db.get(InputRequest, limit_request_id(turn))
-        if limit is not None and limit.status == "resolved":  # a `continue` raised the budget; anything else stops
-            end_turn(self.rt, db, turn, self.run_id, "cancelled")
+        # a `continue` raised the budget; anything else stops
+        if limit is not None and limit.status == RequestStatus.RESOLVED:
+            end_turn(self.rt, db, turn, self.run_id, TurnStatus.CANCELLED)
             return None
         if limit is None:
             request = open_request(
@@ -376,12 +319,6 @@ class Driver:
             raise RuntimeError("the step-limit prompt is neither pending nor resolved")
         return None
 
-    def call_model(self, work: CallModel) -> ModelDone:
-        reply = self.agent.model.complete(work.messages, self.agent.tool_specs())
-        ids = [new_id("call") for _ in reply.tool_calls]
-        proposed = [(call_id, c.name, dict(c.input)) for call_id, c in zip(ids, reply.tool_calls, strict=True)]
-        return ModelDone(reply, work.seen, ids, review(self.rt, self.session_id, proposed))
-
     def record_reply(self, db: DbSession, turn: Turn, done: ModelDone) -> Work | None:
         """Store the model's step; end the turn when it made no call and nobody steered meanwhile."""
         now, reply = self.rt.now(), done.reply
@@ -389,7 +326,7 @@ class Driver:
         calls = [
             ToolCall(call_id=done.call_ids[position], turn_id=turn.id, run_id=self.run_id, step=turn.steps,
                      position=position, tool=request.name, input=dict(request.input),
-                     input_hash=input_hash(dict(request.input)), status="proposed", created_at=now,
+                     input_hash=input_hash(dict(request.input)), status=CallStatus.PROPOSED, created_at=now,
                      updated_at=now)
             for position, request in enumerate(reply.tool_calls)
         ]
@@ -405,8 +342,8 @@ class Driver:
             if call.call_id in done.verdicts:
                 record_verdict(self.rt, db, turn.session_id, call, done.verdicts[call.call_id])
         if calls or steered_since(db, turn, done.seen):  # (the model was asked with no call open: these are all)
-            return self.next_work(db, turn, [c for c in calls if c.status not in DONE])
-        end_turn(self.rt, db, turn, self.run_id, "completed", result=reply.text)
+            return self.next_work(db, turn, [c for c in calls if c.status not in CALL_DONE])
+        end_turn(self.rt, db, turn, self.run_id, TurnStatus.COMPLETED, result=reply.text)
         return None
 
 

@@ -12,13 +12,13 @@ from sqlalchemy.orm import Session as DbSession
 from engine.errors import InvalidInput
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
+from engine.store.statuses import ACTIVE_TURN, SessionStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import Session, Turn
-from engine.turns.transitions import ACTIVE_TURN
 
 _INSERT_SESSION = insert(cast(Table, Session.__table__))
 _INSERT_TURN = insert(cast(Table, Turn.__table__))
-"""Built once (see turns.py); their parameters are named after their columns."""
+"""Built once (see turns/transitions.py); their parameters are named after their columns."""
 _LATEST_AT = select(Session.id) \
     .where(Session.channel == bindparam("channel"), Session.address == bindparam("address")) \
     .order_by(Session.created_at.desc()).limit(1)
@@ -38,7 +38,8 @@ def open_session(
     """Create a session; a message starts its first turn. Its rows go out as INSERTs of their own: nothing in
     the transaction reads them back, so no object of theirs goes through the unit of work."""
     with rt.transaction() as db:
-        session_id = insert_session(rt, db, initiator, channel, address, "idle" if message is None else "active")
+        status = SessionStatus.IDLE if message is None else SessionStatus.ACTIVE
+        session_id = insert_session(rt, db, initiator, channel, address, status)
         if message is None:
             return Opened(session_id, None)
         turn_id = new_id("turn")
@@ -48,7 +49,7 @@ def open_session(
 
 
 def insert_session(rt: Runtime, db: DbSession, initiator: Principal | None, channel: str, address: str | None,
-                   status: str = "idle") -> str:
+                   status: str = SessionStatus.IDLE) -> str:
     """Write a new session's row; returns its id."""
     session_id, now = new_id("ses"), rt.now()
     db.connection().execute(_INSERT_SESSION, {
@@ -83,7 +84,7 @@ def queue_turn(rt: Runtime, db: DbSession, session: Session, principal: Principa
     turn_id = new_id("turn")
     insert_turn(rt, db, session.id, turn_id, seq + 1, principal, text)
     if busy is None:
-        session.status = "active"
+        session.status = SessionStatus.ACTIVE
         rt.enqueue(db, "run_turn", turn_id)
     return turn_id
 
@@ -95,6 +96,6 @@ def insert_turn(rt: Runtime, db: DbSession, session_id: str, turn_id: str, seq: 
     if not text.strip():
         raise InvalidInput("a message needs some text")
     db.connection().execute(_INSERT_TURN, {
-        "id": turn_id, "session_id": session_id, "seq": seq, "status": "queued", "input": text,
+        "id": turn_id, "session_id": session_id, "seq": seq, "status": TurnStatus.QUEUED, "input": text,
         "requested_by": principal.wire() if principal else None, "created_at": rt.now(), "updated_at": rt.now(),
     })

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine.store.events import committed_message_seq, insert_messages
 from engine.store.tables import Message, Turn
 
-# built once (see turns.py)
+# built once (see turns/transitions.py)
 _STEER = select(Message.seq).where(
     Message.session_id == bindparam("session"), Message.seq > bindparam("seen"), Message.role == "user").limit(1)
 _MESSAGES = select(Message).where(Message.session_id == bindparam("session")).order_by(Message.seq)

@@ -14,13 +14,13 @@ from engine.errors import NotFound
 from engine.jobs.runtime import Runtime
 from engine.store.db import write_row
 from engine.store.events import add_message, emit, emit_received, held, hold
+from engine.store.statuses import ACTIVE_TURN, RequestStatus, RunStatus, SessionStatus, TurnStatus
 from engine.store.storage import new_id
 from engine.store.tables import InputRequest, Run, Session, Turn
 from engine.store.tx import Tx
 
 log = logging.getLogger(__name__)
 
-ACTIVE_TURN = ("queued", "running", "waiting")
 
 # The statements every turn runs, built once: building a statement and its cache key costs about as much
 # CPU as running it (bench/README.md, "Statements built once"). Parameters are named after what they hold.
@@ -37,19 +37,19 @@ _BLOCKING_TURN = select(Turn).where(
 ).order_by(Turn.seq).limit(1)
 _LATEST_RUN = select(Run).where(Run.turn_id == bindparam("turn")).order_by(Run.seq.desc()).limit(1)
 _PENDING_REQUESTS = select(func.count()).select_from(InputRequest).where(
-    InputRequest.turn_id == bindparam("turn"), InputRequest.status == "pending")
+    InputRequest.turn_id == bindparam("turn"), InputRequest.status == RequestStatus.PENDING)
 _RESUMING_RUN = insert(Run).values(
-    turn_id=bindparam("turn"), status="resuming", started_at=bindparam("now"),
+    turn_id=bindparam("turn"), status=RunStatus.RESUMING, started_at=bindparam("now"),
     seq=select(func.coalesce(func.max(Run.seq), 0) + 1).where(Run.turn_id == bindparam("turn")).scalar_subquery(),
 )
-_END_RUN = update(Run).where(Run.id == bindparam("run"), Run.status.in_(["running", "resuming"])) \
+_END_RUN = update(Run).where(Run.id == bindparam("run"), Run.status.in_([RunStatus.RUNNING, RunStatus.RESUMING])) \
     .values(status=bindparam("run_status"), ended_at=bindparam("now"), error=bindparam("error"))
 _NEXT_QUEUED_TURN = select(Turn).where(
-    Turn.session_id == bindparam("session"), Turn.seq > bindparam("after"), Turn.status == "queued"
+    Turn.session_id == bindparam("session"), Turn.seq > bindparam("after"), Turn.status == TurnStatus.QUEUED
 ).order_by(Turn.seq).limit(1)
-_FIRST_RUN = insert(Run).values(seq=1, status="running")
-_RESUMED_RUN_RUNNING = update(Run).where(Run.turn_id == bindparam("turn"), Run.status == "resuming") \
-    .values(status="running", started_at=bindparam("now")).returning(Run.id)
+_FIRST_RUN = insert(Run).values(seq=1, status=RunStatus.RUNNING)
+_RESUMED_RUN_RUNNING = update(Run).where(Run.turn_id == bindparam("turn"), Run.status == RunStatus.RESUMING) \
+    .values(status=RunStatus.RUNNING, started_at=bindparam("now")).returning(Run.id)
 
 
 def active_turn(db: DbSession, session_id: str) -> Turn | None:
@@ -137,10 +137,10 @@ def schedule_resume(rt: Runtime, db: DbSession, turn: Turn) -> bool:
     The caller holds the turn's lock; returns False when the turn is not resumable (still running, or
     a request is still pending), so calling it twice resumes once.
     """
-    if turn.status != "waiting" or pending_requests(db, turn.id):
+    if turn.status != TurnStatus.WAITING or pending_requests(db, turn.id):
         return False
     db.connection().execute(_RESUMING_RUN, {"turn": turn.id, "now": rt.now()})  # numbered inside its INSERT
-    write_row(db, turn, status="queued", updated_at=rt.now())
+    write_row(db, turn, status=TurnStatus.QUEUED, updated_at=rt.now())
     rt.enqueue(db, "run_turn", turn.id)
     return True
 
@@ -154,11 +154,12 @@ def end_turn(
     now = rt.now()
     write_row(db, turn, status=status, result=result, error=error, lease_until=None, updated_at=now)
     if run_id is not None:
-        run_status = {"completed": "succeeded", "failed": "failed", "cancelled": "cancelled"}[status]
+        run_status = {TurnStatus.COMPLETED: RunStatus.SUCCEEDED, TurnStatus.FAILED: RunStatus.FAILED,
+                      TurnStatus.CANCELLED: RunStatus.CANCELLED}[TurnStatus(status)]
         db.connection().execute(_END_RUN, {"run": run_id, "run_status": run_status, "now": now, "error": error})
-    if status == "completed":
+    if status == TurnStatus.COMPLETED:
         emit(db, turn.session_id, "turn.completed", {"result": result}, turn_id=turn.id, at=now)
-    elif status == "failed":
+    elif status == TurnStatus.FAILED:
         emit(db, turn.session_id, "turn.failed", {"error": error}, turn_id=turn.id, at=now)
     else:
         emit(db, turn.session_id, "turn.cancelled", {}, turn_id=turn.id, at=now)
@@ -174,10 +175,10 @@ def start_next_turn(rt: Runtime, db: DbSession, ended: Turn) -> None:
     with db.no_autoflush:
         next_turn = db.execute(_NEXT_QUEUED_TURN, {"session": session_id, "after": ended.seq}).scalar_one_or_none()
     if next_turn is not None:
-        session.status = "active"
+        session.status = SessionStatus.ACTIVE
         rt.enqueue(db, "run_turn", next_turn.id)
         return
-    session.status = "idle"
+    session.status = SessionStatus.IDLE
     session.updated_at = rt.now()
     emit(db, session_id, "session.waiting", {"wait": "next-user-message"}, turn_id=None, at=rt.now())
 
@@ -189,7 +190,7 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
     if locked is None:
         return None
     session, turn, latest = locked
-    if turn.status != "queued" or (turn.seq > 1 and blocking_turn(db, turn) is not None):
+    if turn.status != TurnStatus.QUEUED or (turn.seq > 1 and blocking_turn(db, turn) is not None):
         return None
     if not rt.runs(session.agent):  # its tools and policies are not ours: a process that has its agent runs it
         log.error("turn %s: its session runs agent %s and this process %s: left queued for a process that runs "
@@ -197,9 +198,9 @@ def claim(rt: Runtime, db: DbSession, turn_id: str) -> tuple[Turn, str] | None:
                   rt.agent_spec)
         return None
     now = rt.now()
-    if session.status != "active":  # (the usual case: it is, and an assignment would make it dirty)
-        session.status = "active"
-    moved: dict[str, Any] = {"status": "running", "lease_until": rt.lease_until(), "updated_at": now}
+    if session.status != SessionStatus.ACTIVE:  # (the usual case: it is, and an assignment would make it dirty)
+        session.status = SessionStatus.ACTIVE
+    moved: dict[str, Any] = {"status": TurnStatus.RUNNING, "lease_until": rt.lease_until(), "updated_at": now}
     run_id = None if latest is None else db.connection().execute(  # the run a resume opened, now running
         _RESUMED_RUN_RUNNING, {"turn": turn_id, "now": now}).scalar_one_or_none()
     if run_id is None:  # the turn's first run

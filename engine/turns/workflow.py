@@ -17,6 +17,7 @@ from engine.answers.schedules import Schedule
 from engine.jobs.runtime import Runtime
 from engine.policies import expiry
 from engine.protocol import principal_or_none
+from engine.store.statuses import Outcome, RequestStatus
 from engine.store.tables import InputRequest, ToolCall, Turn
 
 
@@ -36,10 +37,10 @@ class CallWorkflow:
                 select(InputRequest).where(InputRequest.turn_id == self.turn_id, InputRequest.call_id == self.call_id,
                                            InputRequest.position == position)
             ).scalar_one_or_none()
-            if request is not None and request.status != "pending":
+            if request is not None and request.status != RequestStatus.PENDING:
                 response = request.response or {}
                 return Answer(response.get("optionId"), response.get("text"),
-                              principal_or_none(request.responder), request.outcome or "answered")
+                              principal_or_none(request.responder), request.outcome or Outcome.ANSWERED)
         if request is None:
             self.open_question(prompt, options, allow_freeform, expires_in, schedule, position)
         raise Park(self.call_id)

@@ -282,6 +282,23 @@ def test_a_typed_answer_the_policy_keeps_waiting_on_says_so(keyed_page: Any, key
     shot(page, "2-settled")
 
 
+def test_an_approval_that_takes_two_people_shows_the_count_then_both(keyed_page: Any, keyed: str, shot: Shot) -> None:
+    page = keyed_page
+    paste_key(page, KEYS["alice"])
+    card = start_session(page, script([("pair_release", {"version": "9.0"})], final="released"))
+
+    card.get_by_role("button", name="Approve").click()
+
+    expect(card.locator(".follow-up")).to_have_text("1 of 2 approvals: alice")
+    expect(card.get_by_role("button", name="Approve")).to_be_enabled()
+    shot(page, "1-one-of-two")
+    operator = {"Authorization": f"Bearer {KEYS['bob:operator']}"}  # (a user's key sees only what it is asked)
+    approve_through_the_api(keyed, page.url.rsplit("/", 1)[1], operator)
+    expect(card.locator(".outcome")).to_have_text("approved by alice, bob")
+    expect(page.locator(".message.assistant").last).to_contain_text("released")
+    shot(page, "2-approved")
+
+
 def test_the_key_box_asks_for_a_key_and_says_when_one_is_wrong(keyed_page: Any, shot: Shot) -> None:
     page = keyed_page
     page.goto("/")

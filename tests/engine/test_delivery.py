@@ -58,9 +58,9 @@ def test_every_open_request_is_shown_once_then_settled(channel_stack: tuple[Stac
                                                                ("show", second["requestId"])]
     stack.answer(first["requestId"], "approve")
     stack.answer(second["requestId"], "cancel", text="no")
-    settles = [c for c in channel.calls if c[0] == "settle"]
-    assert settles == [("settle", first["requestId"], "approved", "ref-2"),
-                       ("settle", second["requestId"], "denied", "ref-3")]
+    updates = [c for c in channel.calls if c[0] == "update"]
+    assert updates == [("update", first["requestId"], "approved", "ref-2"),
+                       ("update", second["requestId"], "denied", "ref-3")]
     assert channel.calls[0] == ("say", "step 1")
     assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
     deliver(stack.rt, sid)  # a retried job posts nothing again
@@ -126,7 +126,7 @@ def test_a_delivery_reads_in_the_transaction_that_takes_its_lease(
     with recorded(stack.rt.db.engine, "commit") as commits:
         deliver(stack.rt, sid)
 
-    assert [c for c in channel.calls if c[0] == "settle"] == [("settle", first["requestId"], "approved", "ref-2")]
+    assert [c for c in channel.calls if c[0] == "update"] == [("update", first["requestId"], "approved", "ref-2")]
     assert [c[1] for c in channel.calls if c[0] == "show"] == [first["requestId"], second["requestId"]]
     assert len(commits) == 2  # the lease and the reads; the settled card's post with the cursor
 
@@ -145,7 +145,7 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
 
     assert stack.turn(sid)["status"] == "completed"
     assert not [s for s in statements if "SET delivery_queued" in s and "sessions.channel IN" in s]
-    assert [c[1] for c in channel.calls if c[0] == "settle"] == [first["requestId"], second["requestId"]]
+    assert [c[1] for c in channel.calls if c[0] == "update"] == [first["requestId"], second["requestId"]]
     assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
 
 
@@ -217,27 +217,27 @@ def answered_offline(stack: Stack, channel: RecordingChannel) -> str:
     return sid
 
 
-@pytest.mark.parametrize(("settle_edits", "expected_commits"), [(True, 2), (False, 4)])
+@pytest.mark.parametrize(("update_edits", "expected_commits"), [(True, 2), (False, 4)])
 def test_card_edits_are_recorded_with_the_next_post_they_precede(
-        channel_stack: tuple[Stack, RecordingChannel], settle_edits: bool, expected_commits: int) -> None:
+        channel_stack: tuple[Stack, RecordingChannel], update_edits: bool, expected_commits: int) -> None:
     """Settling a card that edits it in place (Slack, GitHub) can be repeated harmlessly, so its record waits
     for the next one; a settle that posts anew (an SMS) is recorded before the next post is made."""
     stack, channel = channel_stack
-    channel.settle_edits = settle_edits
+    channel.update_edits = update_edits
     sid = answered_offline(stack, channel)
     with recorded(stack.rt.db.engine, "commit") as commits:
         deliver(stack.rt, sid)
 
-    assert [c[0] for c in channel.calls[-3:]] == ["settle", "settle", "say"]
+    assert [c[0] for c in channel.calls[-3:]] == ["update", "update", "say"]
     assert len(commits) == expected_commits  # the lease; each record a post waits for; the cursor
     deliver(stack.rt, sid)
-    assert [c[0] for c in channel.calls].count("settle") == 2
+    assert [c[0] for c in channel.calls].count("update") == 2
 
 
 def test_a_failed_post_still_records_the_edits_made_before_it(
         channel_stack: tuple[Stack, RecordingChannel], monkeypatch: pytest.MonkeyPatch) -> None:
     stack, channel = channel_stack
-    channel.settle_edits = True
+    channel.update_edits = True
     sid = answered_offline(stack, channel)
     say = channel.say
 
@@ -250,7 +250,7 @@ def test_a_failed_post_still_records_the_edits_made_before_it(
     monkeypatch.setattr(channel, "say", say)
     deliver(stack.rt, sid)
 
-    assert [c[0] for c in channel.calls].count("settle") == 2  # not repeated by the retry
+    assert [c[0] for c in channel.calls].count("update") == 2  # not repeated by the retry
     assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
 
 
@@ -270,7 +270,7 @@ def test_requests_a_steer_led_to_are_shown_after_what_the_model_said_before_them
     del channel.calls[:]
     deliver(stack.rt, sid)
     shown = [first["requestId"]] if one_at_a_time else [first["requestId"], second["requestId"]]
-    assert channel.calls == [*[("settle", r, "ignored", ANY) for r in shown], ("say", "step 1"),
+    assert channel.calls == [*[("update", r, "ignored", ANY) for r in shown], ("say", "step 1"),
                              ("show", deploy["requestId"], 1, 1)]
 
 
@@ -299,6 +299,6 @@ def test_requests_that_expire_together_close_together_and_only_the_next_open_one
     now = stack.rt.clock()
     stack.rt.clock = lambda: now + timedelta(minutes=11)
     assert sweep(stack.rt).expired == 2
-    assert [c for c in channel.calls if c[0] in ("show", "settle")] == [
-        ("show", first["requestId"], 1, 3), ("settle", first["requestId"], "expired", ANY),
+    assert [c for c in channel.calls if c[0] in ("show", "update")] == [
+        ("show", first["requestId"], 1, 3), ("update", first["requestId"], "expired", ANY),
         ("show", deploy["requestId"], 1, 1)]

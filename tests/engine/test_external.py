@@ -166,8 +166,8 @@ def test_at_a_place_it_waits_its_turn_with_the_agents_requests_and_a_typed_reply
     assert (posted.effect, posted.results[0].status) == ("answered", "settled")
     assert stack.pending(sid) == []
     assert [t["seq"] for t in stack.history(sid)["turns"]] == [1]  # no turn started by the answers
-    assert [c[:3] for c in channel.calls if c[0] == "settle"] == [("settle", agents["requestId"], "approved"),
-                                                                 ("settle", external["requestId"], "approved")]
+    assert [c[:3] for c in channel.calls if c[0] == "update"] == [("update", agents["requestId"], "approved"),
+                                                                 ("update", external["requestId"], "approved")]
 
 
 def test_a_steer_leaves_an_external_request_open(place: tuple[Stack, RecordingChannel]) -> None:

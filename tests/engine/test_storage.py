@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import select, type_coerce
 from sqlalchemy.orm import InstrumentedAttribute
 
-from engine.store.storage import APPROVE, DENY, ID_PREFIXES, JSONType, new_id, pack_id, unpack_id
+from engine.answers.options import APPROVE, DENY
+from engine.store.storage import ID_PREFIXES, JSONType, new_id, pack_id, unpack_id
 from engine.store.tables import Event, InputRequest, Message, ToolCall, Turn
 from engine.store.tables import Session as SessionRow
 from tests.conftest import Stack

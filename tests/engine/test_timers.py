@@ -158,8 +158,8 @@ def test_an_escalated_request_is_shown_at_its_place_and_its_approver_may_settle_
     assert settled.status == "settled"
     [ran] = read_ledger()
     assert (ran["tool"], ran["responder"]) == ("escalated_refund", f"twilio:{SECOND_PHONE}")
-    assert [call[:3] for call in of(places.phones, "settle")] == [("settle", request["requestId"], "approved")]
-    assert [call[:3] for call in of(places.room, "settle")] == [("settle", request["requestId"], "approved")]
+    assert [call[:3] for call in of(places.phones, "update")] == [("update", request["requestId"], "approved")]
+    assert [call[:3] for call in of(places.room, "update")] == [("update", request["requestId"], "approved")]
 
 
 def test_an_escalation_approver_with_an_api_key_is_asked_the_request_from_then_on(places: Places) -> None:

@@ -56,6 +56,20 @@ def test_an_approval_is_requested_then_waited_for(gateway: tuple[Stack, str]) ->
     assert (settled["outcome"], settled["responder"]["principalId"]) == ("approved", "alice")
 
 
+def test_an_approval_two_people_give_waits_for_both(gateway: tuple[Stack, str]) -> None:
+    stack, url = gateway
+    hitl = agent(url)
+    req = hitl.request_approval(tool="deploy", input={"version": "2"}, approvers=["alice", "bob"], quorum=2)
+    assert (req["quorum"], req["approvals"]["need"]) == (2, 2)
+
+    answering(stack, "alice", optionId="approve").join(20)
+    assert hitl.get(req["requestId"])["approvals"]["have"] == 1
+    answering(stack, "bob", optionId="approve")
+    settled = hitl.wait(req["requestId"], timeout=20)
+
+    assert (settled["outcome"], [a["name"] for a in settled["approvals"]["by"]]) == ("approved", ["alice", "bob"])
+
+
 def test_ask_blocks_until_a_person_answers(gateway: tuple[Stack, str]) -> None:
     stack, url = gateway
     answering(stack, "carol", optionId="Pro")

@@ -39,6 +39,8 @@ ROUTES = [
     ("PATCH", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)$"), "update"),
     ("POST", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<comment>\d+)/reactions$"), "react"),
     ("GET", re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<login>[^/]+)/permission$"), "role"),
+    ("GET", re.compile(r"^/orgs/(?P<org>[^/]+)/teams/(?P<slug>[^/?]+)/members\?per_page=(?P<per_page>\d+)"
+                       r"&page=(?P<page>\d+)$"), "members"),
     ("GET", re.compile(r"^/user/(?P<account>\d+)$"), "user"),
 ]
 
@@ -62,6 +64,7 @@ class FakeGithub:
             self.calls: list[tuple[str, str]] = []
             self.down = False  # every call answers 502
             self.gone: set[int] = set()  # issues deleted, or out of the token's reach: commenting answers 404
+            self.teams: dict[str, list[tuple[str, int]]] = {}  # "<org>/<slug>" -> its members' (login, id)
 
     def next_id(self) -> int:
         with self.lock:
@@ -126,6 +129,15 @@ class FakeGithub:
         base = LEGACY.get(role) or self.custom_roles.get(role, "read")
         return 200, {}, {"permission": base, "role_name": role, "user": {"login": login}}
 
+
+    def members(self, data: dict[str, Any], org: str, slug: str, per_page: str, page: str) -> Answer:
+        """A team's members, a page at a time; 404 for a team GitHub does not know (or will not show)."""
+        team = self.teams.get(f"{org}/{slug}")
+        if team is None:
+            return 404, {}, {"message": "Not Found"}
+        start = (int(page) - 1) * int(per_page)
+        return 200, {}, [{"login": login, "id": user_id, "type": "User"}
+                         for login, user_id in team[start:start + int(per_page)]]
 
     def user(self, data: dict[str, Any], account: str) -> Answer:
         login = self.users.get(int(account))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from adapters.github import GithubChannel, render_prompt, render_settled_prompt
+from engine.answers.options import APPROVE, DENY
 from engine.channels.contract import QueuePosition
 from engine.jobs.recovery import sweep
 from engine.protocol import InputRequestOut, api_key_principal
-from engine.store.storage import APPROVE, DENY
 from gateway.app import create_app
 from gateway.compose import ConfigurationError
 from gateway.github import github_channel

@@ -42,7 +42,7 @@ def test_a_card_goes_into_the_sessions_thread_and_its_ref_is_channel_and_ts(chan
     assert ref == f"C0TEST|{posted.ts}"
     assert (posted.channel, posted.thread_ts) == ("C0TEST", "1700000000.000100")
     assert fake.called("chat.postMessage")[0].token == TOKEN
-    channel.settle(THREAD, REQUEST.model_copy(update={"status": "resolved", "outcome": "ignored"}), ref)
+    channel.update(THREAD, REQUEST.model_copy(update={"status": "resolved", "outcome": "ignored"}), ref)
     assert fake.called("chat.update")[0].params["ts"] == posted.ts
 
 
@@ -83,7 +83,7 @@ def test_a_card_that_cannot_be_updated_or_a_refusal_that_cannot_be_told_does_not
         channel: SlackChannel, fake: FakeSlack, caplog: pytest.LogCaptureFixture) -> None:
     fake.fail("chat.postEphemeral", status=200, error="user_not_in_channel")
     with caplog.at_level(logging.WARNING):
-        channel.settle(THREAD, REQUEST, "C0TEST|1600000000.000001")  # deleted meanwhile: message_not_found
+        channel.update(THREAD, REQUEST, "C0TEST|1600000000.000001")  # deleted meanwhile: message_not_found
         bob = api_key_principal("bob").model_copy(update={"authenticator": "slack", "attributes": {"userId": "UBOB"}})
         channel.refuse(THREAD, REQUEST, bob, "no")
     assert "message_not_found" in caplog.text and "user_not_in_channel" in caplog.text

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from adapters.slack import render
+from engine.answers.options import APPROVE, DENY
 from engine.protocol import InputRequestOut
-from engine.store.storage import APPROVE, DENY
 from tests.slack.workspace import USERS
 
 ALICE = {"authenticator": "slack", "issuer": "slack:T0TEST", "principalType": "user",

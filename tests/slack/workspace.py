@@ -26,10 +26,10 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slack"
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
 CHANNEL = "C0TEST"
-USERS = {"alice": "UALICE", "bob": "UBOB", "guest": "UGUEST"}
+USERS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "guest": "UGUEST"}
 """Slack user ids of the test people; a Slack client shows `<@UALICE>` as their name."""
 PARTNER = "T0PARTNER"
-TEAMS = {"alice": TEAM, "bob": TEAM, "guest": PARTNER}
+TEAMS = {"alice": TEAM, "bob": TEAM, "carol": TEAM, "guest": PARTNER}
 """Each person's team: the guest is of another organization, in C0TEST as a Slack Connect channel."""
 
 

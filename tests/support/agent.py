@@ -257,6 +257,49 @@ def wire_transfer(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"sent": amount}
 
 
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("group:release", quorum=2), editable=True))
+def group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two people of the `release` group approve (a person's principals count once); editable, which a
+    quorum does not allow."""
+    record("group_release", ctx, version=version)
+    return {"released": version}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("alice", "bob", "carol", quorum=2)))
+def pair_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two of alice, bob and carol approve."""
+    record("pair_release", ctx, version=version)
+    return {"released": version}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("slack-usergroup:S0RELEASE", quorum=2)))
+def slack_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two people of a Slack user group approve."""
+    record("slack_release", ctx, version=version)
+    return {"released": version}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("github-team:acme/release", quorum=2)))
+def github_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release two people of a GitHub team approve."""
+    record("github_release", ctx, version=version)
+    return {"released": version}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("slack-usergroup:S0GONE")))
+def unknown_group_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release only a Slack user group Slack does not know may approve: nobody can."""
+    record("unknown_group_release", ctx, version=version)
+    return {"released": version}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers("group:crowd", quorum=3)))
+def crowd_release(ctx: ToolContext, version: str) -> dict[str, Any]:
+    """A release three of the `crowd` group (twenty people) approve."""
+    record("crowd_release", ctx, version=version)
+    return {"released": version}
+
+
 @tool(approval=always())
 def slow_refund(ctx: ToolContext, seconds: float) -> dict[str, Any]:
     """An approval-gated tool that takes a while on its first attempt (a worker may die while it runs)."""
@@ -400,6 +443,7 @@ agent = Agent(
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
            escalated_refund, texted_refund, lenient_refund, nudged_survey, managed_refund, finance_refund,
+           group_release, slack_release, unknown_group_release, crowd_release, github_release, pair_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

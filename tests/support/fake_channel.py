@@ -14,7 +14,7 @@ from engine.protocol import InputRequestOut, Principal
 class RecordingChannel:
     name: str = "fake"
     one_at_a_time: bool = False
-    settle_edits: bool = False
+    update_edits: bool = False
     calls: list[tuple] = field(default_factory=list)
     refused_at: list[tuple[str, str]] = field(default_factory=list)  # (session address, responder) of each refusal
     down: bool = False
@@ -29,8 +29,8 @@ class RecordingChannel:
         self.calls.append(("show", request.request_id, position.index, position.total))
         return f"ref-{len(self.calls)}"
 
-    def settle(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
-        self.calls.append(("settle", request.request_id, request.outcome, ref))
+    def update(self, session: SessionInfo, request: InputRequestOut, ref: str | None) -> None:
+        self.calls.append(("update", request.request_id, request.outcome, ref))
 
     def say(self, session: SessionInfo, text: str) -> str:
         self.calls.append(("say", text))

@@ -69,6 +69,8 @@ class FakeSlack:
     failures: dict[str, Failure] = field(default_factory=dict)
     installation: dict[str, Any] = field(default_factory=dict)
     """What oauth.v2.access answers (an OAuth install's result)."""
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
+    """The user ids usergroups.users.list answers, by user group id (any other: `no_such_subteam`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     sequence: int = 0
@@ -109,6 +111,7 @@ class FakeSlack:
             self.messages.clear()
             self.ephemerals.clear()
             self.failures.clear()
+            self.usergroups.clear()
             self.held = None
         self.released.set()
 
@@ -215,6 +218,10 @@ class FakeSlack:
             return {"ok": True, "channel": {"id": f"D{params['users']}"}}
         if method == "views.open":
             return {"ok": True, "view": {"id": f"V{len(self.calls)}", **params["view"]}}
+        if method == "usergroups.users.list":
+            if params.get("usergroup") not in self.usergroups:
+                return {"ok": False, "error": "no_such_subteam"}
+            return {"ok": True, "users": self.usergroups[params["usergroup"]]}
         if method == "oauth.v2.access":
             return {"ok": True, **self.installation}
         return {"ok": True}

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from adapters.twilio.render import MAX_BODY, encoding, render_message, render_prompt, segments
+from engine.answers.options import APPROVE, DENY
 from engine.channels.contract import QueuePosition
 from engine.protocol import InputRequestOut
-from engine.store.storage import APPROVE, DENY
 
 ONE = QueuePosition(1, 1)
 

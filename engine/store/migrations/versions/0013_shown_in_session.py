@@ -6,7 +6,7 @@ one without places reads none.
 Adding the columns rewrites nothing: their defaults are constants.
 
 Revision ID: 0013
-Revises: 0011 (0010 before h28-people merged its 0011)
+Revises: 0012 (0012_quorum; 0011, then 0010, before h28-quorum and h28-people merged theirs)
 """
 
 from collections.abc import Sequence
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | Sequence[str] | None = "0011"
+down_revision: str | Sequence[str] | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -22,7 +22,9 @@ export function outcomeText(request) {
   const by = request.responder ? ` by ${principalName(request.responder)}` : "";
   const note = request.response && request.response.text ? `: ${request.response.text}` : "";
   const changes = request.response && request.response.changes ? ` with changes: ${request.response.changes}` : "";
-  if (request.outcome === "approved") return appReason(request.responder) || `approved${by}${changes}`;
+  const counted = request.response && request.response.approvals;  // a quorum: every person counted
+  const approvers = counted ? ` by ${counted.by.map((approver) => approver.name).join(", ")}` : by;
+  if (request.outcome === "approved") return appReason(request.responder) || `approved${approvers}${changes}`;
   if (request.outcome === "denied") return `denied${by}${note}`;
   if (request.outcome === "answered") return `answered${by}: ${answerText(request)}`;
   return `${request.outcome || "closed"}${by}${note}`;
@@ -108,6 +110,12 @@ function controlsFor(card) {
 
 let instances = 0;
 
+// How far an approval that takes several people got: "1 of 2 approvals: Alice Ng".
+function approvalsLine(approvals) {
+  const names = approvals.by.map((approver) => approver.name).join(", ");
+  return `${approvals.have} of ${approvals.need} approvals` + (names ? `: ${names}` : "");
+}
+
 export class RequestCard {
   constructor(request, { sessionLink = false } = {}) {
     this.request = { ...request };
@@ -153,6 +161,7 @@ export class RequestCard {
     this.followUp.replaceChildren(...[
       r.reminded ? `reminded ${r.reminded}×` : null,
       r.escalatedAt ? ["escalated ", when(r.escalatedAt)] : null,
+      r.approvals && this.open ? approvalsLine(r.approvals) : null,
     ].filter(Boolean).flatMap((part, i) => (i ? [" · ", part] : [part])).flat());
     this.followUp.hidden = !this.followUp.hasChildNodes();
     this.el.classList.toggle("settled", !this.open);
@@ -190,6 +199,7 @@ export class RequestCard {
     this.say("Sending…");
     try {
       const { status, data } = await api("PATCH", `/api/requests/${encodeURIComponent(this.request.requestId)}`, body);
+      if (status === 202 && data.approvals) this.update({ approvals: data.approvals });
       if (status === 202) this.say("Recorded; the response policy waits for more answers.");
       else this.update(data);
     } catch (error) {

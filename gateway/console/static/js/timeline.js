@@ -41,7 +41,11 @@ const HANDLERS = {
   "input.resolved": (t, e) => e.data.resolutions.forEach((r) => t.resolve(r)),
   "input.reminded": (t, e) => t.cards.get(e.data.requestId)?.update({ reminded: e.data.count }),
   "input.escalated": (t, e) => t.cards.get(e.data.requestId)?.update({ escalatedAt: e.at }),
-  "approval.candidate": (t, e) => UNSETTLED.has(e.data.outcome) && t.cards.get(e.data.requestId)?.refused(e.data),
+  "approval.candidate": (t, e) => {
+    const card = t.cards.get(e.data.requestId);
+    if (UNSETTLED.has(e.data.outcome)) card?.refused(e.data);
+    else if (e.data.approvals) card?.update({ approvals: e.data.approvals });  // an approve short of a quorum
+  },
   "turn.failed": (t, e) => t.add(h("p", { class: "note error" }, `The turn failed: ${e.data.error?.message || "see the history"}`)),
   "turn.cancelled": (t) => t.add(h("p", { class: "note" }, "The turn was cancelled.")),
 };
