@@ -174,6 +174,30 @@ def test_api_requests_show_at_every_place_of_to_and_settle_once(on_sqlite: tuple
     assert agent.get(f"/api/requests/{request_id}").get_json()["response"]["optionId"] == "No"
 
 
+def test_a_quorum_without_approvers_counts_people_at_places_of_other_channels(
+        on_sqlite: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_sqlite
+    add_person(slack.stack, "bob", [BOBS_PHONE])
+    agent = slack.stack.client("bot:agent")
+    made = agent.post("/api/requests", json={  # its session is the Slack channel's; bob's phone shows it too
+        "kind": "tool-approval", "action": {"toolName": "refund", "input": {"amount": 30}}, "quorum": 2,
+        "to": [{"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}, {"person": "bob"}]})
+    assert made.status_code == 201, made.get_json()
+    request_id = made.get_json()["requestId"]
+    card = card_in(slack, SUPPORT_CHANNEL)
+    sms.wait()
+
+    sms.text(BOB, "1")  # admitted by SMS, a place of the request: counted, not yet enough
+    counted = agent.get(f"/api/requests/{request_id}").get_json()
+    assert counted["status"] == "pending"
+    assert (counted["approvals"]["have"], counted["approvals"]["need"]) == (1, 2)
+
+    slack.ok(slack.click("alice", card, "Approve"))  # the second person, in the Slack channel: it settles
+    slack.settle()
+    settled = agent.get(f"/api/requests/{request_id}").get_json()
+    assert (settled["status"], settled["outcome"]) == ("resolved", "approved")
+
+
 def test_a_persons_phone_shows_requests_from_several_sessions_one_at_a_time(on_sqlite: tuple[Workspace, Sms]) -> None:
     slack, sms = on_sqlite
     add_person(slack.stack, "bob", [BOBS_PHONE])
