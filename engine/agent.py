@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from engine.answers.edits import GRANT_DIGEST, INPUT_GRANT, problems_of
 from engine.answers.schedules import NO_SCHEDULE, Schedule, Seconds, schedule
+from engine.answers.showing import IN_SESSION, Showing
 from engine.errors import ToolDefinitionError
 from engine.llm import ChatModel
 from engine.policies import ApprovalPolicy, ResponsePolicy, never
@@ -124,10 +125,13 @@ class Tool:
         self.idempotent = idempotent
         self.schedule: Schedule = NO_SCHEDULE
         """What happens to its approvals while nobody answers (reminders, escalation, on_timeout)."""
+        self.shown: Showing = IN_SESSION
+        """Where its approvals are shown (show_to places, and the session's own channel or not)."""
         if isinstance(approval, ApprovalPolicy):
             self.request_policy: Callable[..., Any] = approval.request
             self.response_policy: ResponsePolicy | None = approval.response or response
             self.schedule = approval.schedule
+            self.shown = approval.shown
             editable = approval.editable or editable
         else:
             self.request_policy = approval if approval is not None else never()

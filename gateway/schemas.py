@@ -112,6 +112,20 @@ class PlaceSpec(StrictWireModel):
         description="as for POST /api/sessions: Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
 
 
+class ShowPlaceSpec(StrictWireModel):
+    """A place of `to`: a channel address (`channel` and `address`), `person` or `group` (one of the three)."""
+
+    channel: Omittable[Annotated[str, Field(min_length=1, max_length=32)]] = omitted(
+        "a configured channel: slack, twilio or github")
+    address: Omittable[dict[str, Any]] = omitted(
+        "as for POST /api/sessions: Slack {channel, threadTs?}, Twilio {to}, GitHub {repo, issue}")
+    person: Omittable[Annotated[str, Field(min_length=1, max_length=100)]] = omitted(
+        "a person's name: a direct message on their first linked channel that can reach them")
+    group: Omittable[Annotated[str, Field(min_length=1, max_length=100)]] = omitted(
+        "a group's name: each member, as a person place")
+MAX_PLACES = 10
+
+
 MAX_EXPIRES_IN = 30 * 24 * 3600
 MAX_METADATA_BYTES = 16 * 1024
 PrincipalId = Annotated[str, Field(min_length=1, max_length=200)]
@@ -148,7 +162,9 @@ class NewRequest(StrictWireModel):
     options: Omittable[Annotated[list[OptionSpec], Field(min_length=2, max_length=5)]] = omitted(
         "questions: 2 to 5 options (none: a free-text answer)")
     allow_freeform: Omittable[bool] = omitted("questions: a typed answer is taken too (always, without options)")
-    to: Omittable[PlaceSpec] = omitted("where it is shown; without it, in the console, the API and the CLI")
+    to: Omittable[ShowPlaceSpec | Annotated[list[ShowPlaceSpec], Field(min_length=1, max_length=MAX_PLACES)]] = \
+        omitted("where it is shown (a place or a list): the first channel address is its session's place, every "
+                "other place shows it too; without a channel address, in the console, the API and the CLI")
     approvers: Omittable[Annotated[list[PrincipalId], Field(min_length=1, max_length=50)]] = omitted(
         "who may settle it (operators always may): principal ids, person:<name>, group:<name>, "
         "slack-usergroup:<id> and github-team:<org>/<slug>; without it, anyone the place admits")

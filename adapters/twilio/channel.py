@@ -110,6 +110,17 @@ class TwilioChannel:
                              f"TWILIO_FROM={WHATSAPP}+E.164, or a Messaging Service (MG...) with one")
         return session_address(sender, to)
 
+    def direct(self, principal_id: str) -> str | None:
+        """The session that texts `twilio:<number>` (on WhatsApp, `twilio:whatsapp:<number>`) from TWILIO_FROM;
+        None for another channel's principal id, or a number TWILIO_FROM cannot write to."""
+        authenticator, _, number = principal_id.partition(":")
+        if authenticator != self.name:
+            return None
+        try:
+            return self.address({"to": number})
+        except ValueError:
+            return None
+
     # -- outbound, from delivery jobs ------------------------------------------------------------------
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:

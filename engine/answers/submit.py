@@ -332,8 +332,8 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if approvals is not None:
         data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
-    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
-        # channel (its adapter tells only its own people)
+    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each other place that shows it on
+        # their channel (its adapter tells only its own people)
         for place in places_on(db, request, responder.authenticator):
             emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
 

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -202,6 +203,12 @@ class InputRequest(Base):
     reminded: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """How many reminders went out (engine/answers/timers.py)."""
     escalated_at: Mapped[datetime | None] = mapped_column()
+    shown_in_session: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    """False: shown only at its `show_to` places (`request_places`), not in its own session's channel
+    (engine/answers/places.py)."""
+    shown_elsewhere: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Whether it has `request_places` (show_to places, or an escalation's since this column): closing one that
+    has none reads none."""
 
     __table_args__ = (
         Index("ix_input_requests_status_created_at", "status", "created_at"),
@@ -289,8 +296,8 @@ class EscalationApprover(Base):
 
 
 class RequestPlace(Base):
-    """A session besides its own where a request is shown (a place it escalated to): that session's channel shows
-    it, a reply there answers it, and its prompt there is updated when it closes."""
+    """A session besides its own where a request is shown (a `show_to` place, or a place it escalated to): that
+    session's channel shows it, a reply there answers it, and its prompt there is updated when it closes."""
 
     __tablename__ = "request_places"
 
