@@ -1,6 +1,6 @@
 """The turn lifecycle's tables: a Session, its Turns and their Runs, the transcript (Message), the tool calls a
-turn proposes (ToolCall) and the approvals granted for the rest of a session (ApprovalGrant), and the session's
-event log (Event)."""
+turn proposes (ToolCall), the approvals a person granted for the rest of a session by approval key (ApprovalGrant),
+and the session's event log (Event)."""
 
 from __future__ import annotations
 
