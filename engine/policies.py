@@ -331,6 +331,14 @@ class escalated:  # noqa: N801 - a response policy, read as a word like the requ
         return self.base(ctx)
 
 
+def need_of(policy: ResponsePolicy) -> int:
+    """How many distinct people must approve under `policy`: an `approvers` policy's quorum (an escalation keeps
+    its request's), else 1."""
+    if isinstance(policy, escalated):
+        return need_of(policy.base)
+    return policy.quorum if isinstance(policy, approvers) else 1
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?).

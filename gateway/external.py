@@ -117,14 +117,17 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
 
 
 def approver_problems(body: NewRequestBody) -> list[tuple[str, str]]:
-    """Approvers items of no known form, and a quorum that cannot be met (more people than the approvers name,
-    when none of them is a group)."""
+    """Approvers items of no known form, a quorum that cannot be met (more people than the approvers name, when
+    none of them is a group), and a quorum on an editable approval."""
     named = list(dict.fromkeys(body.approvers or []))
     problems = [(f"approvers.{n}", problem) for n, item in enumerate(body.approvers or [])
                 if (problem := approver_problem(item)) is not None]
     quorum = body.quorum or 1
     if quorum > 1 and body.kind != "tool-approval":
         problems.append(("quorum", "only a tool approval takes a quorum: a question settles at its first answer"))
+    elif quorum > 1 and body.editable:
+        problems.append(("editable", "an approval several people give is approved as proposed: an edit would run "
+                                     "on one person's word"))
     elif named and quorum > len(named) and not any(item.startswith(MANY) for item in named):
         problems.append(("quorum", f"{quorum} people cannot approve it: its approvers name {len(named)}"))
     return problems

@@ -38,7 +38,7 @@ from engine.answers.edits import (
 from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable, request_out
 from engine.answers.options import outcome_of, read_response
-from engine.answers.quorum import need_of, tally
+from engine.answers.quorum import tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
 from engine.answers.timers import escalated_approvers, places_on
 from engine.channels.delivery import NOT_TAKEN
@@ -52,6 +52,7 @@ from engine.policies import (
     approvers,
     escalated,
     judged_at_once,
+    need_of,
     requester_only,
 )
 from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
