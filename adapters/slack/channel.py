@@ -94,8 +94,10 @@ class SlackChannel:
         """Post the open request's card anew in place (it says when the request escalated)."""
         self.update_card(session, request, ref, render.request_card(request))
 
-    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
-        """Post the open request's card anew in place, saying how many approved of how many, and who."""
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str,
+                 elsewhere: Principal | None = None) -> None:
+        """Post the open request's card anew in place, saying how many approved of how many, and who (at every
+        place that shows it, wherever the approver answered)."""
         self.update_card(session, request, ref, render.request_card(request))
 
     def update_card(self, session: SessionInfo, request: InputRequestOut, ref: str | None,

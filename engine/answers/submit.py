@@ -40,7 +40,7 @@ from engine.answers.input_requests import editable, request_out
 from engine.answers.options import outcome_of, read_response
 from engine.answers.quorum import tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
-from engine.answers.timers import escalated_approvers, places_on
+from engine.answers.timers import escalated_approvers, places_hearing
 from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
@@ -333,10 +333,8 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if approvals is not None:
         data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
-    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each other place that shows it on
-        # their channel (its adapter tells only its own people)
-        for place in places_on(db, request, responder.authenticator):
-            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
+    for place in places_hearing(db, request, outcome in NOT_TAKEN, approvals is not None, responder.authenticator):
+        emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())  # (engine/answers/timers.py)
 
 
 def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,

@@ -159,6 +159,15 @@ def escalated_approvers(db: DbSession, request: InputRequest) -> frozenset[str] 
     return frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
 
 
+def places_hearing(db: DbSession, request: InputRequest, refused: bool, counted: bool, channel: str) -> list[str]:
+    """The sessions besides its own told of a judged answer to a request: a counted approve every place that shows
+    it (each shows the quorum's progress: a card is updated, a text channel tells the approver who answered there),
+    a refusal each such place on the responder's `channel` (where they may have answered), anything else none."""
+    if counted:
+        return places_of(db, request)
+    return places_on(db, request, channel) if refused else []
+
+
 def places_on(db: DbSession, request: InputRequest, channel: str) -> list[str]:
     """The sessions on `channel` a request is shown at besides its own (its show_to places, those it escalated to):
     where a person of that channel may have answered it."""

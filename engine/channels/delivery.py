@@ -283,15 +283,17 @@ class Delivery:
 
     def progress(self, seq: int, data: dict[str, Any]) -> None:
         """Show how far a quorum got, once, where the request's prompt is shown with its controls (a request that
-        settled meanwhile shows its outcome instead)."""
+        settled meanwhile shows its outcome instead); at a place other than the request's own session the adapter
+        hears who approved (`elsewhere`: it tells the count only where that person answered, or on a card)."""
         request_id = data["requestId"]
         ref = self.open_here(request_id)
         if ref is None or not isinstance(self.adapter, Counting):
             return
         adapter, approvals = self.adapter, Approvals.model_validate(data["approvals"])
         request = self.pending.requests[request_id].model_copy(update={"approvals": approvals})
+        elsewhere = None if request.session_id == self.session_id else Principal.model_validate(data["responder"])
         self.once(f"event:{seq}", f"the count of {request_id}'s approvals",
-                  lambda: adapter.progress(self.info, request, ref))
+                  lambda: adapter.progress(self.info, request, ref, elsewhere))
 
     def refresh(self, seq: int, request_id: str) -> None:
         """Show a request's prompt anew where the channel edits its posts (its card says it escalated)."""

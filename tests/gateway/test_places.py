@@ -19,6 +19,7 @@ from engine.people import save_group, save_person
 from engine.store.queries import first_message, title_of
 from tests.conftest import Stack, make_stack
 from tests.gateway.test_external_end_to_end import everywhere_queue
+from tests.slack.test_quorum import buttons, context_lines
 from tests.slack.workspace import USERS, Workspace, fresh_job_ids, shared_fake, slack_settings
 from tests.support.agent import SUPPORT_CHANNEL, read_ledger, script, wait_for
 from tests.support.fake_slack import TEAM, Message
@@ -242,3 +243,57 @@ def test_show_to_names_what_is_wrong() -> None:
     with pytest.raises(ValueError, match='a place is {"person": "<name>"}, {"group": "<name>"} or {"channel"'):
         showing([{"people": "bob"}])
     assert showing([{"group": "finance"}], show_in_session=False).in_session is False
+
+
+def counted_at_every_place(slack: Workspace, quorum: int) -> tuple[str, Message]:
+    """An API request that takes `quorum` people, in alice's SMS conversation (its own session) and shown at the
+    support channel and on bob's phone (its other places); its id and the support channel's card."""
+    add_person(slack.stack, "bob", [BOBS_PHONE], display="Bob Stone")
+    made = slack.stack.client("bot:agent").post("/api/requests", json={
+        "kind": "tool-approval", "action": {"toolName": "refund", "input": {"amount": 30}}, "quorum": quorum,
+        "to": [{"channel": "twilio", "address": {"to": ALICE}},
+               {"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}, {"person": "bob"}]})
+    assert made.status_code == 201, made.get_json()
+    return made.get_json()["requestId"], card_in(slack, SUPPORT_CHANNEL)
+
+
+def test_a_quorum_shows_its_progress_at_every_place_that_shows_it(on_postgres: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_postgres
+    request_id, card = counted_at_every_place(slack, 2)
+    wait_for(lambda: sms.inbox(BOB) and sms.inbox(ALICE), timeout=30, what="the texts of the request")
+    prompt = sms.inbox(BOB)[0].splitlines()[0]
+
+    sms.text(BOB, "1")  # bob's phone, a place besides the request's own session: the Slack card there counts it
+    count = f'1 of 2 approvals: Bob Stone for "{prompt}"; 1 more needed.'
+    wait_for(lambda: "1 of 2 approvals: Bob Stone" in context_lines(card), timeout=30, what="the card's count")
+    assert buttons(card) == ["Approve", "Deny"]
+    wait_for(lambda: sms.inbox(BOB)[-1] == count, timeout=30, what="bob told the count where he answered")
+    wait_for(lambda: sms.inbox(ALICE)[-1] == count, timeout=30, what="the request's own conversation told it")
+
+    slack.ok(slack.click("alice", card, "Approve"))  # the second person settles it, at every place
+    slack.settle()
+    settled = slack.stack.client("bot:agent").get(f"/api/requests/{request_id}").get_json()
+    assert (settled["status"], settled["outcome"], settled["response"]["approvals"]["have"]) == \
+        ("resolved", "approved", 2)
+    wait_for(lambda: buttons(card) == [], timeout=30, what="the card's outcome")
+    assert "Approved by Bob Stone" in card.now["text"]
+    wait_for(lambda: "Approved by Bob Stone" in sms.inbox(BOB)[-1], timeout=30, what="bob told the outcome")
+    assert [text for text in sms.inbox(BOB) if "approvals" in text] == [count]  # told the count once
+
+
+def test_a_phone_that_shows_a_quorum_elsewhere_is_not_texted_the_count_of_another_approver(
+        on_sqlite: tuple[Workspace, Sms]) -> None:
+    slack, sms = on_sqlite
+    request_id, card = counted_at_every_place(slack, 2)
+    sms.wait()
+    [shown] = sms.inbox(BOB)
+
+    slack.ok(slack.click("alice", card, "Approve"))  # in the support channel: its card counts it
+    slack.settle()
+    assert "1 of 2 approvals: alice" in context_lines(card)
+    assert sms.inbox(BOB) == [shown]  # bob's phone shows the request, but alice did not answer there
+    assert sms.inbox(ALICE)[-1].startswith("1 of 2 approvals: ")  # the request's own conversation is told
+
+    sms.text(BOB, "approve")
+    assert slack.stack.client("bot:agent").get(f"/api/requests/{request_id}").get_json()["outcome"] == "approved"
+    assert buttons(card) == []
