@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Executable, Integer, Table, bindparam, column, insert, select, update, values
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
@@ -17,10 +17,13 @@ from engine.store.tx import Tx
 
 _SESSIONS = cast(Table, Session.__table__)
 # built once (see turns/transitions.py); on the tables: a transaction's messages, events and counters take no ORM work
-_INSERT_MESSAGES = insert(cast(Table, Message.__table__))
-_INSERT_EVENTS = insert(cast(Table, Event.__table__))
+_MESSAGES, _EVENTS = cast(Table, Message.__table__), cast(Table, Event.__table__)
+_INSERT_MESSAGES = insert(_MESSAGES)
+_INSERT_EVENTS = insert(_EVENTS)
 _WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")) \
     .values(event_seq=bindparam("events_to"), message_seq=bindparam("messages_to"))
+_COUNTED = (column("session_id", _SESSIONS.c.id.type), column("events_to", Integer), column("messages_to", Integer))
+"""The columns of the counters `_one_statement` writes (a VALUES list joined to the sessions they belong to)."""
 
 
 def emit(
@@ -93,8 +96,9 @@ def committed_message_seq(db: DbSession, session_id: str) -> int | None:
 
 def write_appended(tx: Tx) -> None:
     """The last step of a transaction before it commits (`Runtime.transaction()`): number its messages and
-    events, flush, then insert them and write the counters of the sessions it holds, one statement each. A
-    held session with changes of its own gets its counters written by the flush, with those changes."""
+    events, flush, then insert them and write the counters of the sessions it holds: one statement on
+    PostgreSQL (`_one_statement`), one each elsewhere. A held session with changes of its own gets its counters
+    written by the flush, with those changes."""
     db = tx.db
     (messages, tx.messages), (events, tx.events) = (tx.messages, []), (tx.events, [])
     _number(tx, messages, events)
@@ -107,13 +111,36 @@ def write_appended(tx: Tx) -> None:
             flag_modified(session, "message_seq")
         else:  # (its object has them already: `_number`)
             counters.append({"session": session_id, "events_to": event_seq, "messages_to": message_seq})
-    if not messages and not events and not counters:
+    writes = [(statement, rows) for statement, rows in (
+        (_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)) if rows]
+    if not writes:
         return
     db.flush()  # first: a turn new in this transaction is inserted before its messages
     connection = db.connection()
-    for statement, rows in ((_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)):
-        if rows:
-            connection.execute(statement, rows)
+    if len(writes) > 1 and connection.dialect.name == "postgresql":
+        connection.execute(_one_statement(messages, events, counters))
+        return
+    for statement, rows in writes:
+        connection.execute(statement, rows)
+
+
+def _one_statement(messages: list[dict[str, Any]], events: list[dict[str, Any]],
+                   counters: list[dict[str, Any]]) -> Executable:
+    """A transaction's messages, events and counters written by one PostgreSQL statement: the inserts as
+    data-modifying CTEs of the last of them (all run on one snapshot; the events' and messages' foreign keys are
+    checked when the statement ends). At least two of the three lists hold rows."""
+    parts: list[Any] = []
+    if messages:
+        parts.append(insert(_MESSAGES).values(messages))
+    if events:
+        parts.append(insert(_EVENTS).values(events))
+    if counters:
+        counted = values(*_COUNTED, name="counted").data(
+            [(c["session"], c["events_to"], c["messages_to"]) for c in counters])
+        parts.append(update(_SESSIONS).where(_SESSIONS.c.id == counted.c.session_id)
+                     .values(event_seq=counted.c.events_to, message_seq=counted.c.messages_to))
+    *ctes, last = parts
+    return cast(Executable, last.add_cte(*(part.cte(f"write_{i}") for i, part in enumerate(ctes))))
 
 
 def _number(tx: Tx, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
