@@ -1,8 +1,8 @@
 """The one entry point for answers: every channel and the API call `submit_responses()`.
 
 Each response is first checked against its request (engine/answers/checks.py), then stored as a pending
-ResponseCandidate, then judged by the response policy
-(outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
+ResponseCandidate, then judged by the response policy (outside any transaction: slow policy code loses
+nothing), then settles its request by compare-and-set.
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
