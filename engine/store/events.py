@@ -26,6 +26,9 @@ _WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")
     .values(event_seq=bindparam("events_to"), message_seq=bindparam("messages_to"))
 _COUNTED = (column("session_id", _SESSIONS.c.id.type), column("events_to", Integer), column("messages_to", Integer))
 """The columns of the counters `_one_statement` writes (rows joined to the sessions they belong to)."""
+ONE_STATEMENT_ROWS = 40
+"""The most rows written by one statement: a turn's transaction writes a handful; a larger one (a batch) takes the
+statements of SQLite, whose inserts SQLAlchemy batches within PostgreSQL's limit on parameters."""
 
 
 def emit(
@@ -99,8 +102,8 @@ def committed_message_seq(db: DbSession, session_id: str) -> int | None:
 def write_appended(tx: Tx) -> None:
     """The last step of a transaction before it commits (`Runtime.transaction()`): number its messages and
     events, flush, then insert them and write the counters of the sessions it holds: one statement on
-    PostgreSQL (`_one_statement`), one each elsewhere. A held session with changes of its own gets its counters
-    written by the flush, with those changes."""
+    PostgreSQL (`_one_statement`; one each for more than `ONE_STATEMENT_ROWS` rows), one each elsewhere. A held
+    session with changes of its own gets its counters written by the flush, with those changes."""
     db = tx.db
     (messages, tx.messages), (events, tx.events) = (tx.messages, []), (tx.events, [])
     _number(tx, messages, events)
@@ -119,7 +122,8 @@ def write_appended(tx: Tx) -> None:
         return
     db.flush()  # first: a turn new in this transaction is inserted before its messages
     connection = db.connection()
-    if len(writes) > 1 and connection.dialect.name == "postgresql":
+    if len(writes) > 1 and connection.dialect.name == "postgresql" and \
+            len(messages) + len(events) + len(counters) <= ONE_STATEMENT_ROWS:
         shape = [(len(rows), tuple(rows[0]) if rows else ()) for rows in (messages, events)]
         connection.execute(_one_statement(*shape, len(counters)), _parameters(messages, events, counters))
         return
