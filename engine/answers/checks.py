@@ -2,8 +2,8 @@
 
 A response must name an open request (of the session asked, when one is); its option, text and any edited input
 must fit that request (`read_response`, `edited_input`); an edited approve goes only to a request one person can
-settle. The policy that will judge it (`response_policy_for`) is found here too, with what it takes into account.
-Nothing here writes.
+settle. The policy that will judge it (`response_policy_for`, an escalation's approvers included) is found here
+too. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class Checked:
 def check_responses(rt: Runtime, db: DbSession, principal: Principal, responses: list[InputResponse],
                     session_id: str | None) -> tuple[Principal, list[Checked]]:
     """Check every response against its request (NotFound, RequestClosed, InvalidInput: nothing is stored), and
-    give the responder the person it is linked to (`with_person`): the read of the first response's request asks
-    whose the principal is too."""
+    give the responder the person it is linked to (`with_person`): each request is read with the name of that
+    person (`people.OWNER`), so asking costs no statement of its own."""
     checked: list[Checked] = []
     owner: str | None = None
     for response in responses:
