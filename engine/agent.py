@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from engine.answers.edits import GRANT_DIGEST, INPUT_GRANT, problems_of
 from engine.answers.schedules import NO_SCHEDULE, Schedule, Seconds, schedule
+from engine.answers.showing import IN_SESSION, Showing
 from engine.errors import ToolDefinitionError
 from engine.llm import ChatModel
-from engine.policies import ApprovalPolicy, ResponsePolicy, never
+from engine.policies import ApprovalPolicy, ResponsePolicy, need_of, never
 from engine.protocol import Principal
 from engine.store.statuses import Outcome
 
@@ -124,10 +125,13 @@ class Tool:
         self.idempotent = idempotent
         self.schedule: Schedule = NO_SCHEDULE
         """What happens to its approvals while nobody answers (reminders, escalation, on_timeout)."""
+        self.shown: Showing = IN_SESSION
+        """Where its approvals are shown (show_to places, and the session's own channel or not)."""
         if isinstance(approval, ApprovalPolicy):
             self.request_policy: Callable[..., Any] = approval.request
             self.response_policy: ResponsePolicy | None = approval.response or response
             self.schedule = approval.schedule
+            self.shown = approval.shown
             editable = approval.editable or editable
         else:
             self.request_policy = approval if approval is not None else never()
@@ -159,8 +163,11 @@ class Tool:
 
     @property
     def edit_schema(self) -> dict[str, Any] | None:
-        """What an editable approval shows as the input it takes (its `action.inputSchema`); None: not editable."""
-        return self.parameters if self.editable else None
+        """What an editable approval shows as the input it takes (its `action.inputSchema`); None: not editable,
+        nor when its approval takes several people's (they approve what was proposed: an edit would run on one
+        person's word)."""
+        several = self.response_policy is not None and need_of(self.response_policy) > 1
+        return self.parameters if self.editable and not several else None
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         """Check the model's input against the signature and return the arguments as the hints ask (a

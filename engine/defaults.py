@@ -90,6 +90,10 @@ CALLBACK_RETRY_HOURS = 24
 REMIND_MAX = 3
 """How many reminders a request gets when its `remind_every` comes without `remind_max`."""
 
+PLACE_TITLE_LENGTH = 40
+"""A request shown away from its session names the session's title after its prompt, cut to this many characters
+(with `...`, which every SMS alphabet has)."""
+
 GROUP_MEMBERS_TTL_SECONDS = 300.0
 """How long the members of a platform group (a Slack user group, a GitHub team) are kept before they are looked up
 again: at most five minutes, so someone removed from the group loses their say within that."""

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 from engine.answers.edits import input_grant
 from engine.answers.schedules import Schedule, Seconds, schedule
+from engine.answers.showing import Showing, showing
 from engine.channels.groups import platform_kind
 from engine.errors import GroupLookupFailed
 from engine.llm import ChatModel
@@ -330,6 +331,14 @@ class escalated:  # noqa: N801 - a response policy, read as a word like the requ
         return self.base(ctx)
 
 
+def need_of(policy: ResponsePolicy) -> int:
+    """How many distinct people must approve under `policy`: an `approvers` policy's quorum (an escalation keeps
+    its request's), else 1."""
+    if isinstance(policy, escalated):
+        return need_of(policy.base)
+    return policy.quorum if isinstance(policy, approvers) else 1
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Both halves at once: `request` (does a call need a person?) and `response` (who may settle it?).
@@ -337,7 +346,9 @@ class ApprovalPolicy:
     nobody answers (docs/reminders-and-timeouts.md): reminders every `remind_every` seconds (at most
     `remind_max`), an escalation after `escalate_after` seconds (shown at `escalate_to` too, and settled by
     `escalate_approvers` too), and what expiry (the request policy's `expires_in`) means: `on_timeout` `deny` (the
-    default) or `approve`."""
+    default) or `approve`. Where it is shown (docs/right-people.md): at `show_to` places too (a channel address,
+    `{"person": name}` or `{"group": name}`, or a list), and in the session's own channel unless
+    `show_in_session=False`."""
 
     request: Callable[[ApprovalContext], Any] = field(default_factory=always)
     response: ResponsePolicy | None = None
@@ -348,9 +359,13 @@ class ApprovalPolicy:
     escalate_to: Any = None
     escalate_approvers: list[str] | tuple[str, ...] | None = None
     on_timeout: str | None = None
+    show_to: Any = None
+    show_in_session: bool = True
     schedule: Schedule = field(init=False, repr=False, compare=False)
+    shown: Showing = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "shown", showing(self.show_to, self.show_in_session))
         object.__setattr__(self, "schedule", schedule(
             "tool-approval", remind_every=self.remind_every, remind_max=self.remind_max,
             escalate_after=self.escalate_after, escalate_to=self.escalate_to,

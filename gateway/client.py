@@ -35,6 +35,8 @@ import requests
 __all__ = ["Answer", "CallbackRefused", "Denied", "Expired", "HitlClient", "HitlError", "verify_callback"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+Places = dict[str, Any] | list[dict[str, Any]]
+"""`to`: a place (`{"channel", "address"}`, `{"person": name}`, `{"group": name}`) or a list of them."""
 LONG_POLL_SECONDS = 60
 """The longest wait the API holds one long-poll (`GET /api/requests/<id>?wait=`)."""
 CALLBACK_TOLERANCE_SECONDS = 300
@@ -145,7 +147,7 @@ class HitlClient:
             raise HitlError(response.status_code, "not_json", f"{method} {path} did not answer a JSON object")
         return data
 
-    def request_approval(self, tool: str, input: dict[str, Any], to: dict[str, Any] | None = None,
+    def request_approval(self, tool: str, input: dict[str, Any], to: Places | None = None,
                          approvers: list[str] | None = None, expires_in: int | None = None,
                          idempotency_key: str | None = None, callback_url: str | None = None,
                          metadata: dict[str, Any] | None = None, prompt: str | None = None,
@@ -164,7 +166,7 @@ class HitlClient:
         return self.open(body, to, approvers, expires_in, idempotency_key, callback_url, metadata)
 
     def request_answer(self, prompt: str, options: list[str | dict[str, Any]] | None = None,
-                       allow_freeform: bool = True, to: dict[str, Any] | None = None,
+                       allow_freeform: bool = True, to: Places | None = None,
                        approvers: list[str] | None = None, expires_in: int | None = None,
                        idempotency_key: str | None = None, callback_url: str | None = None,
                        metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -173,7 +175,7 @@ class HitlClient:
                 "options": [as_option(o) for o in options] if options else None}
         return self.open(body, to, approvers, expires_in, idempotency_key, callback_url, metadata)
 
-    def open(self, body: dict[str, Any], to: dict[str, Any] | None, approvers: list[str] | None,
+    def open(self, body: dict[str, Any], to: Places | None, approvers: list[str] | None,
              expires_in: int | None, idempotency_key: str | None, callback_url: str | None,
              metadata: dict[str, Any] | None) -> dict[str, Any]:
         given = {**body, "to": to, "approvers": approvers, "expiresIn": expires_in, "idempotencyKey": idempotency_key,
@@ -203,7 +205,7 @@ class HitlClient:
     # -- blocking helpers -----------------------------------------------------------------------------------
 
     def ask(self, prompt: str, options: list[str | dict[str, Any]] | None = None, allow_freeform: bool = True,
-            to: dict[str, Any] | None = None, approvers: list[str] | None = None,
+            to: Places | None = None, approvers: list[str] | None = None,
             timeout: float | None = 600) -> Answer:
         """Ask a question and wait for its answer; Expired when nobody answers within `timeout` seconds."""
         request = self.request_answer(prompt, options, allow_freeform, to, approvers, expires_in=expiry(timeout))
@@ -212,7 +214,7 @@ class HitlClient:
             raise Expired(closed, f"nobody answered {prompt!r} ({closed['outcome']})")
         return Answer.of(closed)
 
-    def require_approval(self, to: dict[str, Any] | None = None, approvers: list[str] | None = None,
+    def require_approval(self, to: Places | None = None, approvers: list[str] | None = None,
                          timeout: float | None = 3600, tool: str | None = None,
                          prompt: str | None = None) -> Callable[[F], F]:
         """A decorator: each call asks people to approve it first, with its arguments as the input (bound to the

@@ -1,5 +1,6 @@
 """`POST /api/requests`'s body, checked: what the JSON Schema cannot say (which fields go with which kind, unique
-options, a configured place) is a 422 naming the field, as a shape error is, and nothing is stored."""
+options, a configured place, a known person or group) is a 422 naming the field, as a shape error is, and nothing is
+stored."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pydantic import ValidationError
 from engine.answers.edits import schema_refused
 from engine.answers.external import NewRequest, Place
 from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
+from engine.answers.showing import showing
 from engine.jobs.runtime import Runtime
-from engine.people import NAME
+from engine.people import NAME, group, person
 
 from .errors import ApiError, field_problems
 from .schemas import MAX_METADATA_BYTES, MAX_SCHEMA_BYTES, PlaceSpec
@@ -56,10 +58,45 @@ def parse_new_request(rt: Runtime, data: dict[str, Any]) -> NewRequest:
         input_schema=body.action.input_schema if body.action else None, options=options,
         allow_freeform=bool(body.allow_freeform), approvers=body.approvers or [], quorum=body.quorum or 1,
         expires_in=body.expires_in,
-        place=Place(*place(rt, body.to.channel, body.to.address, "to.")) if body.to else None,
         idempotency_key=body.idempotency_key, callback_url=body.callback_url, metadata=body.metadata,
-        schedule=schedule_of(rt, body),
+        schedule=schedule_of(rt, body), **places_of(rt, body),
     )
+
+
+def places_of(rt: Runtime, body: NewRequestBody) -> dict[str, Any]:
+    """`to` as the request's `place` (its first channel address: the session it joins) and where else it is
+    `shown`; each checked (422 naming `to.` or `to.<n>.` and the field): one kind of place, a configured channel's
+    address, a known person or group."""
+    listed = isinstance(body.to, list)
+    specs = body.to if isinstance(body.to, list) else [body.to] if body.to is not None else []
+    session_place: Place | None = None
+    others: list[dict[str, Any]] = []
+    for n, spec in enumerate(specs):
+        prefix = f"to.{n}." if listed else "to."
+        kinds = [kind for kind in ("person", "group") if getattr(spec, kind) is not None]
+        if spec.channel is not None or spec.address is not None:
+            kinds.append("channel")
+        if len(kinds) != 1:
+            raise unprocessable([(prefix.rstrip("."), 'a place is {"channel", "address"}, {"person"} or {"group"}')])
+        if kinds == ["channel"]:
+            missing = [name for name in ("channel", "address") if getattr(spec, name) is None]
+            if missing:
+                raise unprocessable([(prefix + missing[0], "Field required")])
+            assert spec.channel is not None and spec.address is not None
+            checked = Place(*place(rt, spec.channel, spec.address, prefix))
+            if session_place is None:
+                session_place = checked
+            else:
+                others.append({"channel": spec.channel, "address": spec.address})
+            continue
+        kind = kinds[0]
+        name = spec.person if kind == "person" else spec.group
+        with rt.db.read() as db:
+            known = (person if kind == "person" else group)(db, str(name)) is not None
+        if not known:
+            raise ApiError(422, f"unknown_{kind}", f"no {kind} {name!r}", {"field": prefix + kind})
+        others.append({kind: name})
+    return {"place": session_place, "shown": showing(others)}
 
 
 def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
@@ -80,14 +117,17 @@ def kind_problems(body: NewRequestBody) -> list[tuple[str, str]]:
 
 
 def approver_problems(body: NewRequestBody) -> list[tuple[str, str]]:
-    """Approvers items of no known form, and a quorum that cannot be met (more people than the approvers name,
-    when none of them is a group)."""
+    """Approvers items of no known form, a quorum that cannot be met (more people than the approvers name, when
+    none of them is a group), and a quorum on an editable approval."""
     named = list(dict.fromkeys(body.approvers or []))
     problems = [(f"approvers.{n}", problem) for n, item in enumerate(body.approvers or [])
                 if (problem := approver_problem(item)) is not None]
     quorum = body.quorum or 1
     if quorum > 1 and body.kind != "tool-approval":
         problems.append(("quorum", "only a tool approval takes a quorum: a question settles at its first answer"))
+    elif quorum > 1 and body.editable:
+        problems.append(("editable", "an approval several people give is approved as proposed: an edit would run "
+                                     "on one person's word"))
     elif named and quorum > len(named) and not any(item.startswith(MANY) for item in named):
         problems.append(("quorum", f"{quorum} people cannot approve it: its approvers name {len(named)}"))
     return problems

@@ -151,8 +151,13 @@ class GithubChannel:
                 log.warning("not mentioning %s: GitHub did not give its login (%s)", principal_id, exc)
         return found
 
-    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str:
-        """A comment with the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str,
+                 elsewhere: Principal | None = None) -> str | None:
+        """A comment with the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ...", on
+        the request's own issue, and on another issue showing it only for a GitHub approver (who may have answered
+        there; one who answered by another channel was told there)."""
+        if elsewhere is not None and elsewhere.authenticator != "github":
+            return None
         repository, issue = address_place(session.address)
         return str(self.client.create_comment(repository, issue, render_progress_comment(request)))
 

@@ -9,6 +9,7 @@ same way.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -69,6 +70,16 @@ class SlackChannel:
         """A session's address; with one workspace (one token) the team is left out, so every way in agrees."""
         return (where if self.multi_workspace else replace(where, team_id="", enterprise_id=None)).address
 
+    def direct(self, principal_id: str) -> str | None:
+        """The address of the bot's DM with the Slack user `slack:<team>:<user>` (conversations.open), where a
+        message they write there reaches the same session; None for another channel's principal id."""
+        authenticator, _, rest = principal_id.partition(":")
+        team_id, _, user_id = rest.rpartition(":")
+        if authenticator != "slack" or not re.match(SLACK_ID, user_id) or not team_id:
+            return None
+        channel_id = self.client.open_direct(Where(team_id=team_id, channel_id=""), user_id)
+        return self.address_of(Where(team_id=team_id, channel_id=channel_id))
+
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str:
         """Post the request's card in the session's thread; its ref is `<channel>|<ts>` for chat.update."""
         where = Where.from_address(session.address)
@@ -83,8 +94,10 @@ class SlackChannel:
         """Post the open request's card anew in place (it says when the request escalated)."""
         self.update_card(session, request, ref, render.request_card(request))
 
-    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> None:
-        """Post the open request's card anew in place, saying how many approved of how many, and who."""
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str,
+                 elsewhere: Principal | None = None) -> None:
+        """Post the open request's card anew in place, saying how many approved of how many, and who (at every
+        place that shows it, wherever the approver answered)."""
         self.update_card(session, request, ref, render.request_card(request))
 
     def update_card(self, session: SessionInfo, request: InputRequestOut, ref: str | None,
@@ -110,13 +123,15 @@ class SlackChannel:
         return f"{where.channel_id}|{self.client.post(where, render.message(text))}"
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
-        """An ephemeral message to the refused Slack user (someone refused elsewhere was told there)."""
+        """An ephemeral message to the refused Slack user, in the channel they answered in (a request shown in
+        several places hears the refusal at each; someone refused elsewhere was told there)."""
         user_id = responder.attributes.get("userId")
-        if responder.authenticator != "slack" or not user_id:
+        where = Where.from_address(session.address)
+        answered_in = responder.attributes.get("channelId")
+        if responder.authenticator != "slack" or not user_id or (answered_in and answered_in != where.channel_id):
             return
         try:
-            self.client.post_ephemeral(Where.from_address(session.address), str(user_id),
-                                       render.refusal(request, reason))
+            self.client.post_ephemeral(where, str(user_id), render.refusal(request, reason))
         except SlackApiError as exc:  # they left the channel, say: nothing else depends on it
             log.warning("could not tell %s why they were refused: %s", responder.principal_id, exc)
 

@@ -73,7 +73,8 @@ class InstalledBots:
 
 
 class SlackClient:
-    """The calls delivery makes, each to the right workspace, and the members of a user group."""
+    """The calls delivery makes (and the DM a person place opens), each to the right workspace, and the members
+    of a user group."""
 
     def __init__(self, tokens: BotTokens, base_url: str) -> None:
         self.tokens = tokens
@@ -93,6 +94,12 @@ class SlackClient:
     def update(self, where: Where, channel_id: str, ts: str, message: dict[str, Any]) -> None:
         with translated("chat.update"):
             self.web(where).chat_update(channel=channel_id, ts=ts, **message)
+
+    def open_direct(self, where: Where, user_id: str) -> str:
+        """conversations.open with one user: the id of the bot's DM with them (the same one every time)."""
+        with translated("conversations.open"):
+            response = self.web(where).conversations_open(users=user_id)
+        return str(response["channel"]["id"])
 
     def usergroup_members(self, team_id: str | None, usergroup: str) -> list[str]:
         """The user ids in a user group (usergroups.users.list), of the workspace `team_id` (None: the one

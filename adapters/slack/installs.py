@@ -23,8 +23,8 @@ from sqlalchemy.engine import Engine
 from .client import InstalledBots
 from .errors import SlackSetupError
 
-SCOPES = ["app_mentions:read", "channels:history", "chat:write", "groups:history", "im:history", "mpim:history",
-          "usergroups:read"]
+SCOPES = ["app_mentions:read", "channels:history", "chat:write", "groups:history", "im:history", "im:write",
+          "mpim:history", "usergroups:read"]
 """The bot scopes an OAuth install asks for: exactly those of adapters/slack/manifest.yml."""
 STATE_SECONDS = 600
 

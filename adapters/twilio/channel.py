@@ -110,6 +110,17 @@ class TwilioChannel:
                              f"TWILIO_FROM={WHATSAPP}+E.164, or a Messaging Service (MG...) with one")
         return session_address(sender, to)
 
+    def direct(self, principal_id: str) -> str | None:
+        """The session that texts `twilio:<number>` (on WhatsApp, `twilio:whatsapp:<number>`) from TWILIO_FROM;
+        None for another channel's principal id, or a number TWILIO_FROM cannot write to."""
+        authenticator, _, number = principal_id.partition(":")
+        if authenticator != self.name:
+            return None
+        try:
+            return self.address({"to": number})
+        except ValueError:
+            return None
+
     # -- outbound, from delivery jobs ------------------------------------------------------------------
 
     def show(self, session: SessionInfo, request: InputRequestOut, position: QueuePosition) -> str | None:
@@ -127,16 +138,24 @@ class TwilioChannel:
         _, theirs = split_address(session.address)
         return self.send(session, render_reminder_sms(request, whatsapp=is_whatsapp(theirs)))
 
-    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None:
-        """Text the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ..."."""
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str,
+                 elsewhere: Principal | None = None) -> str | None:
+        """Text the count of an approval that takes several people: "1 of 2 approvals: Alice Ng ...", in the
+        request's own conversation, and at another place only to an approver who answered from this number."""
+        if elsewhere is not None and not self.answered_here(session, elsewhere):
+            return None
         return self.send(session, render_progress_sms(request))
 
     def refuse(self, session: SessionInfo, request: InputRequestOut, responder: Principal, reason: str) -> None:
         """Text the refusal to a responder who answered from this number (by SMS, or this WhatsApp); one who
         answered elsewhere was told there."""
-        _, theirs = split_address(session.address)
-        if responder.authenticator == self.name and responder.principal_id == f"twilio:{theirs}":
+        if self.answered_here(session, responder):
             self.send(session, render_refusal(request, reason))
+
+    def answered_here(self, session: SessionInfo, responder: Principal) -> bool:
+        """Whether `responder` answered from the number this session texts (by SMS, or this WhatsApp)."""
+        _, theirs = split_address(session.address)
+        return responder.authenticator == self.name and responder.principal_id == f"twilio:{theirs}"
 
     def send(self, session: SessionInfo, body: str) -> str | None:
         """The message's sid, or None when the number opted out (then nothing is sent, and nothing retried).

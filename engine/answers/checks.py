@@ -18,12 +18,11 @@ from engine.answers.edits import Checker, Problem, changes, checked_edit, model_
 from engine.answers.external import ANY_OBJECT, external_policy
 from engine.answers.input_requests import editable
 from engine.answers.options import read_response
-from engine.answers.quorum import need_of
 from engine.answers.timers import escalated_approvers
 from engine.errors import InvalidInput, NotFound, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.people import OWNER, with_person
-from engine.policies import ResponseInfo, ResponsePolicy, approvers, escalated, requester_only
+from engine.policies import ResponseInfo, ResponsePolicy, approvers, escalated, need_of, requester_only
 from engine.protocol import InputResponse, Principal
 from engine.store.statuses import RequestStatus
 from engine.store.tables import InputRequest, ToolCall

@@ -10,6 +10,8 @@ closes it and makes its callback due (engine/jobs/callbacks.py); an event stream
   address), so it is shown in order with the place's other requests and a typed reply there answers it when it
   is first; the agent opens one there (as its initiator) when the place has none. Without a place it gets a
   session of its own on `api`: the console, the API and the CLI answer it.
+* More places: `to` as a list (or a person or a group) shows it at every other place too, as an agent's
+  `show_to` does (engine/answers/places.py); it settles once, and every place updates.
 * Time: its reminders, escalation and on_timeout are an agent's request's (engine/answers/timers.py,
   docs/reminders-and-timeouts.md); approved on timeout, its callback hears the app's approval.
 * Edits: an editable approval may be approved with another input, checked against its `action.inputSchema`
@@ -31,18 +33,19 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.input_requests import open_request
 from engine.answers.options import APPROVE, DENY
+from engine.answers.places import announce
 from engine.answers.schedules import NO_SCHEDULE, Schedule
 from engine.answers.settlement import close_request
+from engine.answers.showing import IN_SESSION, Showing
 from engine.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.jobs.webhooks import WebhookRefused, check_url
-from engine.policies import approvers, expiry
+from engine.policies import ResponseContext, approvers, expiry
 from engine.protocol import Principal
-from engine.store.events import emit_requested
 from engine.store.queries import get_request
 from engine.store.statuses import CallbackStatus, Outcome
 from engine.store.storage import new_id, principal_digest
-from engine.store.tables import ExternalRequest, InputRequest, RequestApprover
+from engine.store.tables import ExternalRequest, InputRequest, RequestApprover, RequestPlace, Session
 from engine.turns.sessions import insert_session, session_at
 from engine.turns.transitions import lock_session
 
@@ -50,6 +53,8 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 """The input schema of an editable external request that gave none: any JSON object."""
 _APPROVERS = select(RequestApprover.principal_id).where(RequestApprover.request_id == bindparam("request"))
 _QUORUM = select(ExternalRequest.quorum).where(ExternalRequest.request_id == bindparam("request"))
+_PLACE_CHANNELS = select(Session.channel).join(RequestPlace, RequestPlace.session_id == Session.id) \
+    .where(RequestPlace.request_id == bindparam("request"))
 """Built once (see turns/transitions.py)."""
 
 
@@ -86,6 +91,8 @@ class NewRequest:
     metadata: dict[str, Any] | None = None
     schedule: Schedule = NO_SCHEDULE
     """Its reminders, escalation and what its expiry means (engine/answers/schedules.py)."""
+    shown: Showing = IN_SESSION
+    """The places besides `place` that show it (engine/answers/places.py)."""
 
     def digest(self) -> str:
         """What makes two requests with one idempotency key the same request: everything but the key."""
@@ -123,12 +130,31 @@ def open_external_request(rt: Runtime, requester: Principal, new: NewRequest) ->
 
 
 def external_policy(db: DbSession, request: InputRequest) -> approvers | None:
-    """An external request's response policy: its approvers (or anyone its place admits) and its quorum; None for
-    an agent's."""
+    """An external request's response policy, with its quorum: its approvers, or, without approvers, anyone one
+    of its places admits (its session's, or another that shows it: `admitted_at`); None for an agent's."""
     if request.turn_id is not None:
         return None
     who = sorted(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
-    return approvers(*who, quorum=db.execute(_QUORUM, {"request": request.request_id}).scalar_one() or 1)
+    quorum = db.execute(_QUORUM, {"request": request.request_id}).scalar_one() or 1
+    if who:
+        return approvers(*who, quorum=quorum)
+    channels = frozenset(db.execute(_PLACE_CHANNELS, {"request": request.request_id}).scalars())
+    return admitted_at(channels, quorum=quorum) if channels else approvers(quorum=quorum)
+
+
+class admitted_at(approvers):  # noqa: N801 - a response policy, read as a word like the others
+    """`approvers()` (anyone the session's place admits) for a request also shown at places of other channels:
+    anyone those channels admit too (a person it was shown to, by SMS, answers from their phone)."""
+
+    def __init__(self, channels: frozenset[str], quorum: int = 1) -> None:
+        super().__init__(quorum=quorum)
+        self.channels = channels
+
+    def __call__(self, ctx: ResponseContext) -> dict[str, str]:
+        verdict = super().__call__(ctx)
+        if verdict["status"] != "allowed" and ctx.response.responder.authenticator in self.channels:
+            return {"status": "allowed"}
+        return verdict
 
 
 def check_callback(rt: Runtime, url: str) -> None:
@@ -166,22 +192,22 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     else:
         session_id = insert_session(rt, db, requester, "api", None)
     lock_session(db, session_id)  # requests and events are numbered under its lock
-    shown: dict[str, Any]
+    asked: dict[str, Any]
     if new.kind == "tool-approval":
         assert new.tool_name is not None and new.tool_input is not None
-        shown = {"prompt": new.prompt or f"Approve {new.tool_name}?", "options": [APPROVE, DENY],
+        asked = {"prompt": new.prompt or f"Approve {new.tool_name}?", "options": [APPROVE, DENY],
                  "allow_freeform": False, "display": "confirmation",
                  "action": {"kind": "tool-call", "callId": new_id("call"), "toolName": new.tool_name,
                             "input": new.tool_input}}
         if new.editable:  # (edits are checked by edit_checker, engine/answers/submit.py)
-            shown["action"] |= {"editable": True, "inputSchema": new.input_schema or ANY_OBJECT}
+            asked["action"] |= {"editable": True, "inputSchema": new.input_schema or ANY_OBJECT}
     else:
         assert new.prompt is not None
-        shown = {"prompt": new.prompt, "options": new.options, "allow_freeform": new.allow_freeform or not new.options,
+        asked = {"prompt": new.prompt, "options": new.options, "allow_freeform": new.allow_freeform or not new.options,
                  "display": "select" if new.options else "text"}
     request = open_request(db, session_id=session_id, turn_id=None, run_id=None, kind=new.kind,
                            requested_by=requester.wire(), now=now, expires_at=expiry(new.expires_in, now),
-                           schedule=new.schedule, channels=rt.channels, **shown)
+                           schedule=new.schedule, channels=rt.channels, shown=new.shown, **asked)
     db.flush()  # the request's row before the rows that refer to it
     external = ExternalRequest(
         request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
@@ -192,7 +218,7 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     db.add_all(RequestApprover(request_id=request.request_id, principal_id=principal_id)
                for principal_id in dict.fromkeys(new.approvers))
     db.flush()  # (a key used at the same moment fails here)
-    emit_requested(db, session_id, None, [request], now)
+    announce(rt, db, session_id, None, [request], now)
     return request.request_id
 
 

@@ -7,11 +7,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy import ColumnElement, case, func, null, select
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.options import APPROVE, DENY
 from engine.answers.schedules import NO_SCHEDULE, ON_TIMEOUT, Place, Schedule
+from engine.answers.showing import IN_SESSION, Showing, remember
 from engine.policies import expiry
 from engine.protocol import InputRequestOut, principal_or_none
 from engine.store.statuses import CallbackStatus, CallStatus, RequestStatus
@@ -44,12 +45,14 @@ def open_request(
     position: int = 0,
     schedule: Schedule = NO_SCHEDULE,
     channels: Mapping[str, Any] | None = None,
+    shown: Showing = IN_SESSION,
 ) -> InputRequest:
     """A pending request, numbered within its session by its own INSERT (the caller holds the session row, so
     no other writer numbers one meanwhile): opening one reads nothing, so nothing is flushed early. An external
     request (engine/answers/external.py) has no turn and no run. Its `schedule`'s reminders and escalation become timer
     rows (engine/answers/timers.py), inserted with it; its escalation places get their session addresses from the
-    configured `channels` now (see `places_at`)."""
+    configured `channels` now (see `places_at`). Its `shown` places are kept for `announce` (engine/answers/places.py),
+which shows it there."""
     seq = select(func.coalesce(func.max(InputRequest.seq), 0) + 1).where(
         InputRequest.session_id == session_id).scalar_subquery()
     request = InputRequest(
@@ -57,8 +60,10 @@ def open_request(
         kind=kind, prompt=prompt, action=action, options=options, allow_freeform=allow_freeform,
         display=display, requested_by=requested_by, status=RequestStatus.PENDING, seq=seq, created_at=now,
         expires_at=expires_at, call_id=call_id, position=position, on_timeout=schedule.on_timeout, reminded=0,
+        shown_in_session=shown.in_session,
     )
     db.add(request)
+    remember(db, request.request_id, shown)
     db.add_all(timers(request.request_id, schedule, now, channels or {}))
     if turn_id is not None:
         Tx.of(db).opened.add(turn_id)
@@ -110,7 +115,8 @@ def open_approval(
 ) -> InputRequest:
     """A tool-approval request for `call` of `tool`: Approve (primary) / Deny (danger), no free text; editable
     when the tool is (its action then carries the schema of the input it may be approved with); open until the
-    tool's `expires_in`, on the tool's schedule (its places at the configured `channels`). The call's new state is
+    tool's `expires_in`, on the tool's schedule (its places at the configured `channels`), shown where the tool's
+    `show_to` and `show_in_session` say. The call's new state is
     set first: a call proposed in this transaction is then inserted with it (one statement)."""
     call.status = CallStatus.AWAITING_APPROVAL
     call.approval_request_id = new_id("req")
@@ -123,7 +129,7 @@ def open_approval(
         prompt=prompt or f"Approve {tool.title}?", action=action,
         options=[APPROVE, DENY], allow_freeform=False, display="confirmation", requested_by=requested_by,
         now=now, expires_at=expiry(tool.expires_in, now), call_id=call.call_id, request_id=call.approval_request_id,
-        schedule=tool.schedule, channels=channels,
+        schedule=tool.schedule, channels=channels, shown=tool.shown,
     )
 
 
@@ -215,19 +221,24 @@ def open_in_order(db: DbSession, where: ColumnElement[bool]) -> list[InputReques
 
 
 def shown_in(session_id: str) -> ColumnElement[bool]:
-    """The requests a session shows: its own and those escalated to it."""
-    return (InputRequest.session_id == session_id) | InputRequest.request_id.in_(
+    """The requests a session shows: its own (unless shown only at their places) and those shown or escalated to
+    it."""
+    return ((InputRequest.session_id == session_id) & InputRequest.shown_in_session) | InputRequest.request_id.in_(
         select(RequestPlace.request_id).where(RequestPlace.session_id == session_id))
 
 
 def open_shown_in(db: DbSession, session_id: str) -> list[InputRequest]:
     """The open requests a session shows (`shown_in`), in the order its text channel shows them and typed replies
-    answer them: a session-limit prompt first, then its own, then those escalated to it, each the earliest first."""
+    answer them: a session-limit prompt first, then its own, then those shown or escalated to it, each the earliest
+    first (whatever session they come from)."""
     pending = InputRequest.status == RequestStatus.PENDING
     return list(db.execute(select(InputRequest).where(shown_in(session_id), pending)
                            .order_by(*escalated_last(session_id))).scalars())
 
 
 def escalated_last(session_id: str) -> tuple[Any, ...]:
-    """SHOWN_ORDER in a session that also shows requests escalated to it: its own before those."""
-    return (SHOWN_ORDER[0], case((InputRequest.session_id == session_id, 0), else_=1), InputRequest.seq)
+    """SHOWN_ORDER in a session that also shows requests of other sessions: its own before those, and those in the
+    order they opened (their `seq` counts in their own sessions)."""
+    own = InputRequest.session_id == session_id
+    return (SHOWN_ORDER[0], case((own, 0), else_=1), case((own, null()), else_=InputRequest.created_at),
+            InputRequest.seq)

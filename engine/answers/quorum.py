@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.jobs.runtime import Runtime
 from engine.people import display_name, person_key
-from engine.policies import ResponsePolicy, approvers, escalated
+from engine.policies import need_of
 from engine.protocol import Approvals, Approver, Principal
 from engine.store.tables import ExternalRequest, InputRequest, ResponseCandidate, ToolCall
 
@@ -28,14 +28,6 @@ _COUNTED = select(ResponseCandidate.responder).where(
 """The approves counted toward a request's quorum so far (judged `pending`), first first; built once."""
 _STATUS = select(InputRequest.status).where(InputRequest.request_id == bindparam("request"))
 _EXTERNAL_QUORUM = select(ExternalRequest.quorum).where(ExternalRequest.request_id == bindparam("request"))
-
-
-def need_of(policy: ResponsePolicy) -> int:
-    """How many distinct people must approve under `policy`: an `approvers` policy's quorum (an escalation keeps
-    its request's), else 1."""
-    if isinstance(policy, escalated):
-        return need_of(policy.base)
-    return policy.quorum if isinstance(policy, approvers) else 1
 
 
 def counted(db: DbSession, request_id: str, need: int, also: Principal | None = None) -> Approvals:

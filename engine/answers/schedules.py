@@ -97,14 +97,18 @@ def places_of(value: Any) -> tuple[Place, ...]:
     items = [value] if isinstance(value, Mapping) else value
     if not isinstance(items, Sequence) or isinstance(items, str):
         raise ValueError('escalate_to is a place {"channel": ..., "address": {...}} or a list of places')
-    places = []
-    for item in items:
-        if not isinstance(item, Mapping) or set(item) != {"channel", "address"} \
-                or not isinstance(item["channel"], str) or not item["channel"] \
-                or not isinstance(item["address"], Mapping):
-            raise ValueError(f'a place is {{"channel": "<a configured channel>", "address": {{...}}}}, not {item!r}')
-        places.append(Place(item["channel"], dict(item["address"])))
-    return tuple(places)
+    return tuple(place_of(item) for item in items)
+
+
+def place_of(item: Any, also: str = "") -> Place:
+    """`{"channel": ..., "address": {...}}` as a Place; ValueError saying what a place is (`also`: the other
+    kinds of place where more are taken)."""
+    if not isinstance(item, Mapping) or set(item) != {"channel", "address"} \
+            or not isinstance(item["channel"], str) or not item["channel"] \
+            or not isinstance(item["address"], Mapping):
+        raise ValueError(f'a place is {also}{{"channel": "<a configured channel>", "address": {{...}}}}, '
+                         f'not {item!r}')
+    return Place(item["channel"], dict(item["address"]))
 
 
 def approvers_of(value: Sequence[str] | None) -> tuple[str, ...]:

@@ -60,10 +60,10 @@ def close_request(
     responder: Principal | None,
 ) -> InputRequest | None:
     """Settle one request if it is still pending; None when someone else settled it first. The compare-and-set
-    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every place
-    it escalated to hears it closed too (its prompt there is updated). An external request's callback falls due;
-    an agent's approval authorises (or denies) its tool call; a session-limit prompt's `continue` raises the step
-    budget."""
+    runs on the connection (nothing is flushed early); a loaded request is given the values it wrote. Every other
+    place it is shown (show_to, escalation) hears it closed too (its prompt there is updated). An external
+    request's callback falls due; an agent's approval authorises (or denies) its tool call; a session-limit
+    prompt's `continue` raises the step budget."""
     who = responder.wire() if responder else None
     values = {"status": RequestStatus.RESOLVED, "outcome": outcome, "response": response, "responder": who,
               "resolved_at": rt.now()}
@@ -80,9 +80,8 @@ def close_request(
         "requestId": request_id, "kind": request.kind, "outcome": outcome, "response": response, "responder": who,
     }]}
     emit(db, request.session_id, "input.resolved", resolved, turn_id=request.turn_id, at=rt.now())
-    if request.escalated_at is not None:
-        for place in db.execute(_PLACES, {"request": request_id}).scalars():
-            emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
+    for place in places_of(db, request):
+        emit(db, place, "input.resolved", resolved, turn_id=None, at=rt.now())
     if request.turn_id is None:  # an external request: no turn waits on it, its callback hears it
         owe_callback(rt, db, request_id)
     elif request.kind == "tool-approval":
@@ -92,6 +91,13 @@ def close_request(
         if (response or {}).get("optionId") == "continue":
             turn.step_budget = (turn.step_budget or 0) + (rt.agent.max_steps or 0)
     return request
+
+
+def places_of(db: DbSession, request: InputRequest) -> list[str]:
+    """The sessions besides its own that show a request (read only when it has some)."""
+    if not request.shown_elsewhere and request.escalated_at is None:
+        return []
+    return list(db.execute(_PLACES, {"request": request.request_id}).scalars())
 
 
 def authorise_call(rt: Runtime, db: DbSession, request: InputRequest, responder: Principal | None) -> None:

@@ -31,9 +31,9 @@ from engine.answers.edits import changes, read_stored, stored_text
 from engine.answers.external import external_policy
 from engine.answers.input_requests import request_out
 from engine.answers.options import outcome_of
-from engine.answers.quorum import need_of, tally
+from engine.answers.quorum import tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
-from engine.answers.timers import escalated_approvers, places_on
+from engine.answers.timers import escalated_approvers, places_hearing
 from engine.channels.delivery import NOT_TAKEN
 from engine.errors import AlreadyApplied
 from engine.jobs.runtime import Runtime
@@ -43,6 +43,7 @@ from engine.policies import (
     ResponseInfo,
     ResponsePolicy,
     judged_at_once,
+    need_of,
 )
 from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
@@ -239,10 +240,8 @@ def judged(rt: Runtime, db: DbSession, request: InputRequest, candidate_id: str,
     if approvals is not None:
         data["approvals"] = approvals.wire()
     emit(db, request.session_id, "approval.candidate", data, turn_id=request.turn_id, at=rt.now())
-    if outcome in NOT_TAKEN:  # told where the responder may have answered too: each place it escalated to on their
-        # channel (its adapter tells only its own people)
-        for place in places_on(db, request, responder.authenticator):
-            emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())
+    for place in places_hearing(db, request, outcome in NOT_TAKEN, approvals is not None, responder.authenticator):
+        emit(db, place, "approval.candidate", data, turn_id=None, at=rt.now())  # (engine/answers/timers.py)
 
 
 def policy_context(rt: Runtime, db: DbSession, request: InputRequest, info: ResponseInfo, candidate_id: str,

@@ -7,8 +7,9 @@ the row by compare-and-set on its due time, and writes what happened as events i
 deliveries go through the outbox. However many workers sweep, each reminder and escalation happens once; a worker
 killed in between loses none (the row is still due) and doubles none (the claim committed with the events).
 
-* A reminder: `input.reminded` in the request's session and every place it escalated to; each channel that shows
-  the request there reminds (engine/channels/delivery.py). The next one falls due `every` seconds later, up to `max`.
+* A reminder: `input.reminded` in the request's session and every other place it is shown (its show_to places
+  and those it escalated to); each channel that shows the request there reminds (engine/channels/delivery.py).
+  The next one falls due `every` seconds later, up to `max`.
 * An escalation: the request is also shown at its places (the session a message there reaches, opened if none:
   `request_places`), its approvers may settle it too (`escalation_approvers`: the response policy's path, and they
   are asked it: engine/store/access.py), and `input.escalated` in its own session says so (the audit, and its cards).
@@ -23,6 +24,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
+from engine.answers.places import show_at
+from engine.answers.settlement import places_of
 from engine.jobs.runtime import Runtime
 from engine.store.db import changed
 from engine.store.events import emit
@@ -51,8 +54,8 @@ _REMINDED = update(InputRequest).where(InputRequest.request_id == bindparam("req
 _ESCALATED = update(InputRequest).where(InputRequest.request_id == bindparam("request")) \
     .values(escalated_at=bindparam("now"))
 """(The request is pending: every transaction that closes one holds its session, as `fire` does.)"""
-_PLACES = select(RequestPlace.session_id).where(RequestPlace.request_id == bindparam("request"))
-_PLACES_ON = _PLACES.join(Session, Session.id == RequestPlace.session_id).where(Session.channel == bindparam("channel"))
+_PLACES_ON = select(RequestPlace.session_id).join(Session, Session.id == RequestPlace.session_id) \
+    .where(RequestPlace.request_id == bindparam("request"), Session.channel == bindparam("channel"))
 _APPROVERS = select(EscalationApprover.principal_id).where(EscalationApprover.request_id == bindparam("request"))
 
 
@@ -115,8 +118,7 @@ def remind(db: DbSession, request: InputRequest, timer: RequestTimer, now: datet
     data = {"requestId": request.request_id, "count": count, "max": timer.max,
             "approvers": sorted(escalated_approvers(db, request) or ())}
     emit(db, request.session_id, "input.reminded", data, turn_id=request.turn_id, at=now)
-    places = list(db.execute(_PLACES, {"request": request.request_id}).scalars()) if request.escalated_at else []
-    for place in places:
+    for place in places_of(db, request):
         emit(db, place, "input.reminded", data, turn_id=None, at=now)
     return True
 
@@ -128,15 +130,12 @@ def escalate(rt: Runtime, db: DbSession, request: InputRequest, timer: RequestTi
     data = timer.data or {}
     places = places_for(rt, db, request, data.get("to", []))
     approvers = list(data.get("approvers", []))
-    db.add_all(RequestPlace(request_id=request.request_id, session_id=session_id) for _, session_id in places)
     db.add_all(EscalationApprover(request_id=request.request_id, principal_id=principal_id)
                for principal_id in approvers)
     emit(db, request.session_id, "input.escalated", {
         "requestId": request.request_id, "to": [place for place, _ in places], "approvers": approvers,
     }, turn_id=request.turn_id, at=now)
-    for _, session_id in places:  # shown there as a request that opened there
-        emit(db, session_id, "input.requested", {"requestIds": [request.request_id],
-                                                  "escalatedFrom": request.session_id}, turn_id=None, at=now)
+    show_at(db, request, [session_id for _, session_id in places], "escalatedFrom", now)  # as if it opened there
     return True
 
 
@@ -160,9 +159,18 @@ def escalated_approvers(db: DbSession, request: InputRequest) -> frozenset[str] 
     return frozenset(db.execute(_APPROVERS, {"request": request.request_id}).scalars())
 
 
+def places_hearing(db: DbSession, request: InputRequest, refused: bool, counted: bool, channel: str) -> list[str]:
+    """The sessions besides its own told of a judged answer to a request: a counted approve every place that shows
+    it (each shows the quorum's progress: a card is updated, a text channel tells the approver who answered there),
+    a refusal each such place on the responder's `channel` (where they may have answered), anything else none."""
+    if counted:
+        return places_of(db, request)
+    return places_on(db, request, channel) if refused else []
+
+
 def places_on(db: DbSession, request: InputRequest, channel: str) -> list[str]:
-    """The sessions on `channel` an escalated request is shown at besides its own (none before it escalates):
+    """The sessions on `channel` a request is shown at besides its own (its show_to places, those it escalated to):
     where a person of that channel may have answered it."""
-    if request.escalated_at is None:
+    if not request.shown_elsewhere and request.escalated_at is None:
         return []
     return list(db.execute(_PLACES_ON, {"request": request.request_id, "channel": channel}).scalars())

@@ -229,13 +229,28 @@ class Refreshing(Protocol):
 
 
 @runtime_checkable
+class Reaching(Protocol):
+    """Optional for an adapter that can write to one person on their own (a `{"person": ...}` place,
+    engine/answers/places.py): Slack opens a DM with `conversations.open`, Twilio texts their number."""
+
+    def direct(self, principal_id: str) -> str | None:
+        """The session address of a direct conversation with the person behind `principal_id` (one of this
+        channel's principal ids), or None when `principal_id` is not this channel's. Any platform failure raises
+        (the caller logs it and leaves the place out)."""
+        ...
+
+
+@runtime_checkable
 class Counting(Protocol):
     """Optional for an adapter: show how far an approval that takes several people got (engine/answers/quorum.py)
     where its prompt is shown (`ref`: what show returned): Slack updates the card, SMS and GitHub reply with the
-    count. `request.approvals` holds it; `approvals.progress` says it (`1 of 2 approvals: Alice Ng`). Returns the
-    platform's reference to a reply, or None (an edit, or nothing posted)."""
+    count. `request.approvals` holds it; `approvals.progress` says it (`1 of 2 approvals: Alice Ng`). `elsewhere`
+    is the approver when the request is shown here besides its own session (show_to, escalation): a channel that
+    replies then tells only an approver who answered here; None in the request's own session, which is always told.
+    Returns the platform's reference to a reply, or None (an edit, or nothing posted)."""
 
-    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str) -> str | None: ...
+    def progress(self, session: SessionInfo, request: InputRequestOut, ref: str,
+                 elsewhere: Principal | None = None) -> str | None: ...
 
 
 class ChannelUnavailable(Exception):

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session as DbSession
 
+from engine import defaults
 from engine.answers.input_requests import escalated_last, request_out, shown_in
 from engine.channels.contract import (
     ChannelAdapter,
@@ -27,6 +28,7 @@ from engine.channels.contract import (
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
 from engine.protocol import Approvals, InputRequestOut, Principal
+from engine.store.queries import first_message, title_of
 from engine.store.statuses import CandidateOutcome, RequestStatus
 from engine.store.tables import Event, InputRequest, Post, Session
 from engine.turns.call_policies import session_info
@@ -128,9 +130,9 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
     where: list[ColumnElement[bool]] = [InputRequest.request_id.in_(named)] if named else []
     if showing:  # one read for both, in the order a text channel shows the open ones
         where.append(shown_in(session_id) & (InputRequest.status == RequestStatus.PENDING))
-    read = [request_out(r) for r in db.execute(
-        select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()] if where else []
-    # (a request of another session that the events name escalated to this one)
+    read = titled(db, session_id, [request_out(r) for r in db.execute(
+        select(InputRequest).where(or_(*where)).order_by(*escalated_last(session_id))).scalars()]) if where else []
+    # (a request of another session that the events name escalated or shown to this one)
     opened = [r for r in read if showing and r.status == RequestStatus.PENDING]
     requests = {r.request_id: r for r in read if r.request_id in named}
     keys = [f"event:{e.seq}" for e in events]
@@ -138,6 +140,26 @@ def read_for(db: DbSession, session_id: str, events: list[Event]) -> tuple[
              for kind in ("request", "settled")]
     posts = {key: ref for key, ref in db.execute(_POSTS, {"session": session_id, "keys": keys})}
     return opened, requests, posts
+
+
+def titled(db: DbSession, session_id: str, requests: list[InputRequestOut]) -> list[InputRequestOut]:
+    """The requests, those of other sessions (shown or escalated here) with their session's title after their
+    prompt, `Approve refund? (Refund order 1234)`: a person shown requests from several sessions knows what each
+    is about (and a text cut to fit cuts the title before the question)."""
+    others = {r.session_id for r in requests if r.session_id != session_id}
+    if not others:
+        return requests
+    titles = {found: place_title(title_of(message)) for found, message in db.execute(
+        select(Session.id, first_message(Session.id)).where(Session.id.in_(others)))}
+    return [r.model_copy(update={"prompt": f"{r.prompt} ({titles[r.session_id]})"}) if titles.get(r.session_id)
+            else r for r in requests]
+
+
+def place_title(title: str | None) -> str | None:
+    """A session's title as a prompt shown elsewhere names it: at most PLACE_TITLE_LENGTH characters."""
+    if title is None or len(title) <= defaults.PLACE_TITLE_LENGTH:
+        return title
+    return title[: defaults.PLACE_TITLE_LENGTH - 3].rstrip() + "..."
 
 
 def release(rt: Runtime, session_id: str, delivered_seq: int, unrecorded: list[Post],
@@ -261,15 +283,17 @@ class Delivery:
 
     def progress(self, seq: int, data: dict[str, Any]) -> None:
         """Show how far a quorum got, once, where the request's prompt is shown with its controls (a request that
-        settled meanwhile shows its outcome instead)."""
+        settled meanwhile shows its outcome instead); at a place other than the request's own session the adapter
+        hears who approved (`elsewhere`: it tells the count only where that person answered, or on a card)."""
         request_id = data["requestId"]
         ref = self.open_here(request_id)
         if ref is None or not isinstance(self.adapter, Counting):
             return
         adapter, approvals = self.adapter, Approvals.model_validate(data["approvals"])
         request = self.pending.requests[request_id].model_copy(update={"approvals": approvals})
+        elsewhere = None if request.session_id == self.session_id else Principal.model_validate(data["responder"])
         self.once(f"event:{seq}", f"the count of {request_id}'s approvals",
-                  lambda: adapter.progress(self.info, request, ref))
+                  lambda: adapter.progress(self.info, request, ref, elsewhere))
 
     def refresh(self, seq: int, request_id: str) -> None:
         """Show a request's prompt anew where the channel edits its posts (its card says it escalated)."""

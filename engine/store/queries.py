@@ -180,7 +180,8 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
                   seen_by: Principal | None = None) -> dict[str, Any]:
     """The inbox, oldest first: `{requests, next}`, at most `limit` of them, those after request `after` (the
     previous page's `next`, which `seen_by` must see). `next` is the last one's id when more may follow, else
-    None. Each request carries its session's title, agent and channel."""
+    None. Each request carries its session's title, agent and channel, and a pending approval that takes several
+    people the progress of its quorum (`approvals`), as `get_request` shows it."""
     query = in_session(select(InputRequest))
     if seen_by is not None:
         query = query.where(requests_seen_by(seen_by))
@@ -191,7 +192,16 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
     with rt.db.read() as db:
         cursor = None if after is None else ("after", "input request", request_seen(db, after, seen_by))
         page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
-        return {"requests": [inbox_wire(row) for row in page], "next": last.request_id if last else None}
+        return {"requests": [with_progress(rt, db, row) for row in page], "next": last.request_id if last else None}
+
+
+def with_progress(rt: Runtime, db: DbSession, row: Sequence[Any]) -> dict[str, Any]:
+    """A listed request; a pending approval's `approvals` counted so far (a settled one's are in its response)."""
+    shown, request = inbox_wire(row), row[0]
+    if request.status == RequestStatus.PENDING and request.kind == "tool-approval":
+        approvals = request_approvals(rt, db, request)
+        shown["approvals"] = approvals.wire() if approvals is not None else None
+    return shown
 
 
 def in_session(query: Select[InputRequest]) -> Select[InputRequest, str, str, str]:

@@ -45,6 +45,9 @@ class Tx:
     """Candidates judged where they are stored: their rows, by id, inserted with their verdict."""
     outbox: list[OutboxRow] = field(default_factory=list)
     """The outbox rows this transaction wrote: pushed to the executor once it commits."""
+    showing: dict[str, Any] = field(default_factory=dict)
+    """Where requests this transaction opened are shown besides their session (engine/answers/showing.py's
+    `Showing`), by request id, until `places.announce` shows them there."""
 
     @classmethod
     def begin(cls, db: DbSession) -> Tx:

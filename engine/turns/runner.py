@@ -20,11 +20,12 @@ from engine.agent import Approval, ToolContext
 from engine.answers.edits import input_hash
 from engine.answers.input_requests import open_approval, open_request, opened_in
 from engine.answers.options import CONTINUE, STOP
+from engine.answers.places import announce
 from engine.jobs.recovery import recover_turn, requeue
 from engine.jobs.runtime import Runtime
 from engine.protocol import APP_PRINCIPAL, Principal, app_reason, principal_or_none
 from engine.store.db import lost_connection, write_row
-from engine.store.events import add_message, emit, emit_requested
+from engine.store.events import add_message, emit
 from engine.store.statuses import CALL_DONE, CallStatus, RequestStatus, ResultStatus, RunStatus, TurnStatus
 from engine.store.tables import InputRequest, Run, Session, ToolCall, Turn
 from engine.turns.call_policies import decide, record_verdict, recover
@@ -239,7 +240,7 @@ class Driver:
 
     def announce(self, db: DbSession, turn: Turn, opened: list[InputRequest]) -> None:
         if opened:
-            emit_requested(db, turn.session_id, turn.id, opened, self.rt.now())
+            announce(self.rt, db, turn.session_id, turn.id, opened, self.rt.now())
 
     def reopen_answered_asks(self, db: DbSession, calls: list[ToolCall]) -> None:
         """A workflow call whose questions are all answered runs again from the top."""

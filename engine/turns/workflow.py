@@ -12,11 +12,11 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.agent import Answer, Park
 from engine.answers.input_requests import open_request
+from engine.answers.places import announce
 from engine.answers.schedules import Schedule
 from engine.jobs.runtime import Runtime
 from engine.policies import expiry
 from engine.protocol import principal_or_none
-from engine.store.events import emit_requested
 from engine.store.statuses import Outcome, RequestStatus
 from engine.store.tables import InputRequest, ToolCall, Turn
 
@@ -62,7 +62,7 @@ class CallWorkflow:
                 channels=self.rt.channels,
             )
             db.flush()
-            emit_requested(db, turn.session_id, turn.id, [request], now)
+            announce(self.rt, db, turn.session_id, turn.id, [request], now)
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         with self.rt.db.read() as db:

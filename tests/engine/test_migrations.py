@@ -1,4 +1,4 @@
-"""The Alembic history builds exactly the tables in engine/store/tables.py, on SQLite and on PostgreSQL; how
+"""The Alembic history builds exactly the tables in engine/store/tables/, on SQLite and on PostgreSQL; how
 those tables store what they hold."""
 
 from __future__ import annotations

@@ -91,13 +91,14 @@ def test_someone_outside_the_group_is_refused_and_counts_for_nothing(stack: Stac
     assert get_request(stack.rt, request["requestId"])["approvals"]["have"] == 1
 
 
-def test_an_edited_approve_of_a_quorum_is_refused_and_changes_nothing(stack: Stack) -> None:
+def test_an_editable_tool_whose_approval_takes_a_quorum_is_not_offered_for_editing(stack: Stack) -> None:
     release_group(stack)
     sid, _ = stack.start(script([("group_release", {"version": "1.4"})]))
     [request] = stack.pending(sid)
     events = len(stack.events(sid))
+    assert request["editable"] is False  # several people approve what was proposed: no Edit on any channel
 
-    with pytest.raises(InvalidInput, match="takes 2 people's approvals: approve it as proposed"):
+    with pytest.raises(InvalidInput, match="is not editable"):
         stack.answer(request["requestId"], "approve", who="bob", edited={"version": "1.5"})
 
     assert len(stack.events(sid)) == events

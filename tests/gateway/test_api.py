@@ -776,7 +776,8 @@ def test_no_api_rule_is_left_open(sqlite_stack: Stack) -> None:
     for rule in sqlite_stack.app.url_map.iter_rules():
         if not rule.rule.startswith("/api/") or rule.rule in PUBLIC_API_RULES:
             continue
-        built = rule.build({"session_id": session_id, "request_id": request_id}, append_unknown=False)
+        built = rule.build({"session_id": session_id, "request_id": request_id, "name": "alice"},
+                           append_unknown=False)  # (`name`: a person's or a group's)
         assert built is not None, rule.rule
         path = built[1]
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):

@@ -42,6 +42,8 @@ def test_two_of_three_answer_202_with_the_count_then_200(api: Stack) -> None:
     assert counted(again.get_json()["approvals"]) == (1, 2, ["alice"])
     shown = agent.get(url).get_json()
     assert (shown["status"], counted(shown["approvals"])) == ("pending", (1, 2, ["alice"]))
+    [listed] = api.client("bob:operator").get("/api/requests?status=pending").get_json()["requests"]
+    assert counted(listed["approvals"]) == (1, 2, ["alice"])  # the console's inbox shows the count too
 
     settled = api.client("carol").patch(url, json={"optionId": "approve"})
 
@@ -70,6 +72,7 @@ def test_one_approvers_deny_settles_it_at_once(api: Stack) -> None:
 @pytest.mark.parametrize(("body", "field", "problem"), [
     ({**APPROVAL, "approvers": ["alice", "bob"], "quorum": 3}, "quorum", "its approvers name 2"),
     ({**QUESTION, "quorum": 2}, "quorum", "only a tool approval takes a quorum"),
+    ({**APPROVAL, "approvers": ["alice", "bob"], "quorum": 2, "editable": True}, "editable", "approved as proposed"),
     ({**APPROVAL, "approvers": ["github-team:acme"]}, "approvers.0", "<org>/<team slug>"),
     ({**APPROVAL, "approvers": ["alice", "person:"]}, "approvers.1", "a person's name"),
     ({**APPROVAL, "approvers": ["slack-usergroup:s-lower"]}, "approvers.0", "a Slack user group id"),

@@ -1,6 +1,7 @@
 """A GitHub team whose members approve together: two of them settle a release, each `/approve` short of the
 quorum is answered with the count, and a team GitHub will not show refuses (fail closed). GitHub is mocked
-in-process (`responses`): the team members API and the comments the bot writes."""
+in-process (`responses`): the team members API and the comments the bot writes. An issue that shows the request
+besides its own is told the count of a GitHub approver only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import pytest
 import responses
 
 from adapters.github import GithubApiError, GithubClient
+from engine.policies import SessionInfo
+from engine.protocol import Approvals, Approver, Principal
+from gateway.github import github_channel
+from gateway.settings import Settings
 from tests.github.support import ALICE, BOB, BOT, CAROL, DAVE, Github
+from tests.github.test_channel import request_with
 from tests.support.agent import read_ledger, script
 
 API = "https://ghe.example.test/api/v3"
@@ -81,3 +87,31 @@ def test_a_team_github_does_not_know_is_an_api_error() -> None:
         with pytest.raises(GithubApiError) as raised:
             GithubClient("t", API).team_members("acme", "gone")
     assert raised.value.status == 404
+
+
+class Comments:
+    """Stands in for the GitHub client: the comments the channel writes."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, int, str]] = []
+
+    def create_comment(self, repository: str, issue: int, body: str) -> int:
+        self.made.append((repository, issue, body))
+        return len(self.made)
+
+
+def test_an_issue_showing_a_request_besides_its_own_is_told_the_count_of_a_github_approver_only() -> None:
+    channel = github_channel(Settings(github_webhook_secret="s", github_token="t", github_bot_login="@bot"))
+    assert channel is not None
+    comments = channel.client = Comments()  # type: ignore[assignment]
+    session = SessionInfo("ses_2", "default", "github", "github:acme/ops:4", None)
+    by_sms = Principal(authenticator="twilio", issuer="twilio", principal_type="user", principal_id="twilio:+1555")
+    by_github = Principal(authenticator="github", issuer="github", principal_type="user", principal_id="github:1002")
+    request = request_with("Approve release?", {"version": "5.0"}).model_copy(update={"approvals": Approvals(
+        have=1, need=2, by=[Approver(name="bob", principal=by_github)])})
+
+    assert channel.progress(session, request, "ref", elsewhere=by_sms) is None  # told by SMS, where they answered
+    channel.progress(session, request, "ref", elsewhere=by_github)
+    channel.progress(session, request, "ref")  # (the request's own issue: whoever approved)
+
+    assert comments.made == [("acme/ops", 4, '1 of 2 approvals: bob for "Approve release?"; 1 more needed.')] * 2

@@ -395,6 +395,27 @@ def lenient_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"refunded": amount}
 
 
+SUPPORT_CHANNEL = "C0SUPPORT"
+"""A Slack channel where the support team watches every managed refund (tests/gateway/test_places.py)."""
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]), show_to=[
+    {"person": "manager"}, {"channel": "slack", "address": {"channel": SUPPORT_CHANNEL}}]))
+def managed_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund a support rep proposes and the manager approves: also shown to the person `manager` (on their first
+    channel that can reach them: bob's phone) and in the support channel, and only bob's phone may approve it."""
+    record("managed_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
+@tool(approval=ApprovalPolicy(request=always(), response=approvers([f"twilio:{SECOND_PHONE}"]),
+                              show_to={"group": "finance"}, show_in_session=False))
+def finance_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
+    """A refund shown to each member of the group `finance` and not where it was asked; bob's phone approves it."""
+    record("finance_refund", ctx, amount=amount)
+    return {"refunded": amount}
+
+
 FIRST_PHONE = "+15550001111"
 """alice's phone (tests/twilio/support.py): where `texted_refund` escalates."""
 
@@ -421,8 +442,8 @@ agent = Agent(
     model=ScriptedModel(play),
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
-           escalated_refund, texted_refund, lenient_refund, nudged_survey, group_release, slack_release,
-           unknown_group_release, crowd_release, github_release, pair_release,
+           escalated_refund, texted_refund, lenient_refund, nudged_survey, managed_refund, finance_refund,
+           group_release, slack_release, unknown_group_release, crowd_release, github_release, pair_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

@@ -214,6 +214,8 @@ class FakeSlack:
             self.ephemerals.append(Ephemeral(params["channel"], params["user"], params["text"],
                                              params.get("thread_ts")))
             return {"ok": True, "message_ts": f"{time.time():.6f}"}
+        if method == "conversations.open":  # the bot's DM with one user: the same channel every time
+            return {"ok": True, "channel": {"id": f"D{params['users']}"}}
         if method == "views.open":
             return {"ok": True, "view": {"id": f"V{len(self.calls)}", **params["view"]}}
         if method == "usergroups.users.list":

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.channels.delivery import place_title
 from engine.jobs.recovery import sweep
+from engine.store.queries import title_of
 from tests.conftest import make_stack
 from tests.slack.workspace import USERS, Workspace, shared_fake, slack_settings
 from tests.support.agent import read_ledger, script
@@ -26,13 +28,15 @@ def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pyte
     sms_api.reset()
     with make_stack(request, "sqlite", tmp_path, **slack_settings(slack_api), **twilio_settings(sms_api.url)) as stack:
         slack, sms = Workspace(stack, slack_api), Sms(stack, sms_api)
-        started = slack.mention("alice", script([("texted_refund", {"amount": 40})], final="refunded"))
+        message = script([("texted_refund", {"amount": 40})], final="refunded")
+        started = slack.mention("alice", message)
         [card] = slack.cards(started)
         now = stack.rt.clock()
         stack.rt.clock = lambda: now + timedelta(seconds=2)
         assert sweep(stack.rt).escalated == 1
         stack.settle()
-        assert sms.inbox(ALICE) == [PROMPT]
+        about = place_title(title_of(message))  # her phone names the session it comes from
+        assert sms.inbox(ALICE) == [PROMPT.replace("refund?", f"refund? ({about})", 1)]
 
         sms.text(ALICE, "1")  # her number is nobody's yet: not the Slack user who asked
         assert read_ledger() == []
@@ -49,7 +53,8 @@ def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pyte
         [ran] = read_ledger()
         assert (ran["tool"], ran["requester"], ran["responder"]) == (
             "texted_refund", f"slack:{TEAM}:{USERS['alice']}", f"twilio:{ALICE}")
-        assert sms.inbox(ALICE)[-1] == "Approve texted refund? Approved by Alice Ng via SMS."
+        told = sms.inbox(ALICE)[-1]  # (a confirmation's prompt is cut to 60 characters)
+        assert told.startswith("Approve texted refund? (") and told.endswith(" Approved by Alice Ng via SMS.")
         settled = card.versions[-1]
         assert "Approved by Alice Ng via SMS" in settled["text"]
         [resolved] = [e["data"] for e in stack.events(slack.session_of(started)) if e["type"] == "input.resolved"]

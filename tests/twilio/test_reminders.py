@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from adapters.twilio.render import render_confirmation, render_reminder_sms, segments
+from engine.channels.delivery import place_title
 from engine.protocol import TIMEOUT_PRINCIPAL
+from engine.store.queries import title_of
 from tests.conftest import WorkerProcess, more_workers
 from tests.support.agent import read_ledger, script, wait_for
 from tests.twilio.support import ALICE, BOB, Sms, _shared, twilio_stack
@@ -54,19 +56,23 @@ def test_each_reminder_is_texted_once_by_four_workers_and_across_a_restart(reque
 def test_an_escalation_texts_a_second_phone_whose_owner_then_approves(request: pytest.FixtureRequest,
                                                                       tmp_path: Path) -> None:
     with twilio_stack(request, "postgres", tmp_path) as sms:
-        sms.text(ALICE, script([("escalated_refund", {"amount": 40})], final="refunded"))
+        message = script([("escalated_refund", {"amount": 40})], final="refunded")
+        sms.text(ALICE, message)
         prompt = "Approve escalated refund?\namount=40\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."
         assert sms.inbox(ALICE)[-1] == prompt
         wait_for(lambda: sms.inbox(BOB), timeout=15, what="the escalation to bob's phone")
         sms.wait()
-        assert sms.inbox(BOB) == [prompt]
+        about = place_title(title_of(message))  # bob's phone names the session it comes from
+        assert about is not None and about.endswith("...")
+        assert sms.inbox(BOB) == [prompt.replace("refund?", f"refund? ({about})", 1)]
         [escalated] = [e["data"] for e in sms.stack.events(sms.session_at(ALICE)) if e["type"] == "input.escalated"]
         assert escalated["approvers"] == [f"twilio:{BOB}", "bob"] and escalated["to"][0]["channel"] == "twilio"
 
         sms.text(BOB, "1")
         [ran] = read_ledger()
         assert (ran["tool"], ran["responder"]) == ("escalated_refund", f"twilio:{BOB}")
-        assert sms.inbox(BOB)[-1] == "Approve escalated refund? Approved by bob."
+        told = sms.inbox(BOB)[-1]  # (a confirmation's prompt is cut to fit)
+        assert told.startswith("Approve escalated refund? (") and told.endswith(" Approved by bob.")
         assert "Approve escalated refund? Approved by bob." in sms.inbox(ALICE)
         assert sms.inbox(ALICE)[-1].startswith("refunded")
         assert sms.stack.turn(sms.session_at(ALICE))["status"] == "completed"

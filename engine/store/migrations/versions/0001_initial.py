@@ -1,4 +1,4 @@
-"""Initial schema: every table in engine/store/tables.py.
+"""Initial schema: every table in engine/store/tables/.
 
 Revision ID: 0001
 Revises:
