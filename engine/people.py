@@ -68,6 +68,9 @@ class GroupInfo:
 _OWNER = select(PersonPrincipal.person).where(PersonPrincipal.principal_id == bindparam("principal"))
 _PRINCIPALS = select(PersonPrincipal.principal_id).where(PersonPrincipal.person == bindparam("person")) \
     .order_by(PersonPrincipal.position)
+OWNER = _OWNER.scalar_subquery().label("owner")
+"""The name of the person the bound `principal` is linked to (NULL: nobody's), as a column: a query the caller
+runs anyway carries it, and "is this someone's person?" costs no statement of its own (engine/answers/checks.py)."""
 _MEMBERS = select(GroupMember.member).where(GroupMember.group == bindparam("group")).order_by(GroupMember.position)
 
 
@@ -110,10 +113,12 @@ def one_person(db: DbSession, principal: Principal | None, other: Principal | No
     return key.startswith(PERSON) and key == person_key(db, other.principal_id)
 
 
-def with_person(db: DbSession, principal: Principal) -> Principal:
+def with_person(db: DbSession, principal: Principal, owner: str | None) -> Principal:
     """`principal` with the person it is linked to in its attributes (`person`, `personName`), so whatever records
-    it (a candidate, a settled request, their events) names the person: "Alice Ng via SMS". Unlinked: as it is."""
-    linked = person_of(db, principal.principal_id)
+    it (a candidate, a settled request, their events) names the person: "Alice Ng via SMS". `owner` is that
+    person's name, read by the caller's query with the `OWNER` column (None: nobody's; then it is returned as it
+    is, with no read)."""
+    linked = person(db, owner) if owner is not None else None
     if linked is None:
         return principal
     attributes = {**principal.attributes, "person": linked.name, "personName": linked.display_name}

@@ -1,7 +1,8 @@
 """The one entry point for answers: every channel and the API call `submit_responses()`.
 
-Each response is first stored as a pending ResponseCandidate, then judged by the response policy
-(outside any transaction: slow policy code loses nothing), then settles its request by compare-and-set.
+Each response is first checked against its request (engine/answers/checks.py), then stored as a pending
+ResponseCandidate, then judged by the response policy (outside any transaction: slow policy code loses
+nothing), then settles its request by compare-and-set.
 The default policy (`requester_only`) and an external request's (`approvers`) only compare principals:
 responses they judge, all to one session, are judged and settled in the transaction that stores them. A
 candidate whose process died before its verdict was applied is judged again by sweep() (`judge_again`); the
@@ -20,40 +21,29 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
+from engine.answers.checks import Checked, check_responses, response_policy_for
 from engine.answers.directory import PeopleDirectory
-from engine.answers.edits import (
-    Checker,
-    Problem,
-    changes,
-    checked_edit,
-    model_problems,
-    read_stored,
-    schema_problems,
-    stored_text,
-)
-from engine.answers.external import ANY_OBJECT, external_policy
-from engine.answers.input_requests import editable, request_out
-from engine.answers.options import outcome_of, read_response
+from engine.answers.edits import changes, read_stored, stored_text
+from engine.answers.external import external_policy
+from engine.answers.input_requests import request_out
+from engine.answers.options import outcome_of
 from engine.answers.quorum import tally
 from engine.answers.settlement import ALREADY_SETTLED, close_request, insert_candidate, judge_candidate, judged_before
 from engine.answers.timers import escalated_approvers, places_hearing
 from engine.channels.delivery import NOT_TAKEN
-from engine.errors import AlreadyApplied, InvalidInput, NotFound, RequestClosed
+from engine.errors import AlreadyApplied
 from engine.jobs.runtime import Runtime
-from engine.people import Person, linked_person, person_of, with_person
+from engine.people import Person, linked_person, person_of
 from engine.policies import (
     ResponseContext,
     ResponseInfo,
     ResponsePolicy,
-    approvers,
-    escalated,
     judged_at_once,
     need_of,
-    requester_only,
 )
 from engine.protocol import Approvals, InputRequestOut, InputResponse, Principal
 from engine.store.access import check_answers_requests
@@ -72,9 +62,6 @@ _STATUS_OF: dict[str, Status] = {CandidateOutcome.ALLOWED: "settled", CandidateO
                                   CandidateOutcome.STALE: "stale"}
 """What a stored verdict answered (any other outcome refused)."""
 SUPERSEDED = "the same person answered again since (a channel's retry of this answer, or a new one)"
-_REQUEST_AND_CALL = select(InputRequest, ToolCall).outerjoin(ToolCall, ToolCall.call_id == InputRequest.call_id) \
-    .where(InputRequest.request_id == bindparam("request"))
-"""A request and the tool call it asks about, if any, in one read, built once (see turns/transitions.py)."""
 
 
 @dataclass(frozen=True)
@@ -91,27 +78,6 @@ class ResponseResult:
                 "request": self.request.wire()}
 
 
-@dataclass(frozen=True)
-class Checked:
-    """A response validated against its request: the option resolved, the text trimmed, an edited input
-    checked (None: approved as proposed). `request` is the row read in the validating transaction, `call` the
-    tool call it asks about, if any (held here: the session's identity map keeps no row alive); `external` the
-    response policy of an external request (no agent's applies); `escalated_to` the approvers its escalation
-    added (None: not escalated)."""
-
-    response: InputResponse
-    option_id: str | None
-    text: str | None
-    input: dict[str, Any] | None
-    request: InputRequest
-    call: ToolCall | None
-    external: approvers | None = None
-    escalated_to: frozenset[str] | None = None
-
-    def info(self, responder: Principal) -> ResponseInfo:
-        return ResponseInfo(responder, self.option_id, self.text, self.input)
-
-
 def submit_responses(
     rt: Runtime, principal: Principal, responses: list[InputResponse], *, session_id: str | None = None,
     claim: Callable[[DbSession], bool] | None = None,
@@ -123,8 +89,7 @@ def submit_responses(
     finds their requests closed). An agent may answer none (NotPermitted)."""
     check_answers_requests(principal)
     with rt.transaction() as db:
-        principal = with_person(db, principal)  # what records it names the person (engine/people.py)
-        checked = [check(rt, db, r, session_id) for r in responses]
+        principal, checked = check_responses(rt, db, principal, responses, session_id)  # (principal: with its person)
         sessions = {c.request.session_id for c in checked}
         at_once = len(sessions) == 1 and all(judged_at_once(response_policy_for(rt, c)) for c in checked)
         if at_once:  # the session's row first, as every writer takes it (its events are then counted there)
@@ -140,64 +105,6 @@ def submit_responses(
         with rt.transaction() as db:
             claim(db)
     return results
-
-
-def check(rt: Runtime, db: DbSession, response: InputResponse, session_id: str | None) -> Checked:
-    request, call = db.execute(_REQUEST_AND_CALL, {"request": response.request_id}).one_or_none() or (None, None)
-    if request is None or (session_id is not None and request.session_id != session_id):
-        raise NotFound(f"no input request {response.request_id!r}", {"requestId": response.request_id})
-    if request.status != RequestStatus.PENDING:
-        raise RequestClosed(
-            f"request {request.request_id} is no longer open (it was {request.outcome})",
-            {"requestId": request.request_id, "outcome": request.outcome},
-        )
-    option_id, text = read_response(request, response)
-    checked = Checked(response, option_id, text, edited_input(rt, request, call, option_id, response.input), request,
-                      call, external_policy(db, request), escalated_approvers(db, request))
-    if checked.input is not None and (need := need_of(response_policy_for(rt, checked))) > 1:
-        raise InvalidInput(f"request {request.request_id} takes {need} people's approvals: approve it as proposed "
-                           "(an edited input would run on one person's word)", {"requestId": request.request_id})
-    return checked
-
-
-def edited_input(rt: Runtime, request: InputRequest, call: ToolCall | None, option_id: str | None,
-                 data: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The input an approve carries, checked against what its request takes; None when it carries none or the
-    proposed one. InvalidInput (nothing changes) for an input that does not fit, one sent to a request that is
-    not editable, or one sent with another option than approve."""
-    if data is None:
-        return None
-    checker = edit_checker(rt, request, call)
-    if checker is None:
-        raise InvalidInput(f"request {request.request_id} is not editable: answer it without an input",
-                           {"requestId": request.request_id})
-    if option_id != "approve":
-        raise InvalidInput("an edited input goes only with approve", {"requestId": request.request_id})
-    action = request.action or {}
-    checked_edit(request.request_id, str(action.get("toolName")), data, checker)
-    return data if changes(action.get("input") or {}, data) is not None else None
-
-
-def edit_problems(rt: Runtime, request_id: str, data: dict[str, Any]) -> list[Problem]:
-    """What is wrong with approving request `request_id` with input `data` (nothing: []), for a channel that
-    checks an edit before it stores the approve (Slack's modal shows the problems at once)."""
-    with rt.db.read() as db:
-        request, call = db.execute(_REQUEST_AND_CALL, {"request": request_id}).one_or_none() or (None, None)
-        checker = edit_checker(rt, request, call) if request is not None else None
-    if checker is None:
-        return [{"field": "input", "problem": "this request takes no edited input"}]
-    return checker(data)
-
-
-def edit_checker(rt: Runtime, request: InputRequest, call: ToolCall | None) -> Checker | None:
-    """What an edited input of this request must fit, or None when it takes none: an editable approval of an
-    in-process tool checks with the tool's input model, an external one with its `action.inputSchema`."""
-    if not editable(request):
-        return None
-    if request.turn_id is None:
-        return schema_problems((request.action or {}).get("inputSchema") or ANY_OBJECT)
-    tool = rt.agent.tools.get(call.tool) if call is not None else None
-    return model_problems(tool.input_model) if tool is not None else None
 
 
 def settle_one(rt: Runtime, principal: Principal, checked: Checked, candidate_id: str, context: ResponseContext,
@@ -367,19 +274,6 @@ def candidate_info(candidate: ResponseCandidate) -> ResponseInfo:
     """A stored candidate as a policy sees it (an approve keeps its edited input in its text column)."""
     text, data = read_stored(candidate.decision, candidate.text)
     return ResponseInfo(Principal.model_validate(candidate.responder), candidate.decision, text, data)
-
-
-def response_policy_for(rt: Runtime, checked: Checked) -> ResponsePolicy:
-    """An external request's own (`approvers`); else the tool's response policy (the approved tool, or the tool
-    that asked), else the agent's, else the default; for an escalated request, that policy with the escalation's
-    approvers allowed too (`escalated`)."""
-    policy: ResponsePolicy
-    if checked.external is not None:
-        policy = checked.external
-    else:
-        tool = rt.agent.tools.get(checked.call.tool) if checked.call else None
-        policy = (tool.response_policy if tool else None) or rt.agent.response_policy or requester_only
-    return escalated(policy, checked.escalated_to) if checked.escalated_to else policy
 
 
 def judge(rt: Runtime, policy: ResponsePolicy, context: ResponseContext) -> tuple[str, str | None]:

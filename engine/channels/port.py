@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from engine.answers.checks import edit_problems
 from engine.answers.edits import Problem
 from engine.answers.input_requests import request_out
-from engine.answers.submit import edit_problems
 from engine.channels.contacts import is_reachable, set_reachable
 from engine.channels.contract import InboundItem
 from engine.channels.delivery import shown_requests

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Executable, Integer, Table, bindparam, column, insert, select, union_all, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 from sqlalchemy.orm.util import identity_key
@@ -17,10 +19,16 @@ from engine.store.tx import Tx
 
 _SESSIONS = cast(Table, Session.__table__)
 # built once (see turns/transitions.py); on the tables: a transaction's messages, events and counters take no ORM work
-_INSERT_MESSAGES = insert(cast(Table, Message.__table__))
-_INSERT_EVENTS = insert(cast(Table, Event.__table__))
+_MESSAGES, _EVENTS = cast(Table, Message.__table__), cast(Table, Event.__table__)
+_INSERT_MESSAGES = insert(_MESSAGES)
+_INSERT_EVENTS = insert(_EVENTS)
 _WRITE_COUNTERS = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("session")) \
     .values(event_seq=bindparam("events_to"), message_seq=bindparam("messages_to"))
+_COUNTED = (column("session_id", _SESSIONS.c.id.type), column("events_to", Integer), column("messages_to", Integer))
+"""The columns of the counters `_one_statement` writes (rows joined to the sessions they belong to)."""
+ONE_STATEMENT_ROWS = 40
+"""The most rows written by one statement: a turn's transaction writes a handful; a larger one (a batch) takes the
+statements of SQLite, whose inserts SQLAlchemy batches within PostgreSQL's limit on parameters."""
 
 
 def emit(
@@ -93,8 +101,9 @@ def committed_message_seq(db: DbSession, session_id: str) -> int | None:
 
 def write_appended(tx: Tx) -> None:
     """The last step of a transaction before it commits (`Runtime.transaction()`): number its messages and
-    events, flush, then insert them and write the counters of the sessions it holds, one statement each. A
-    held session with changes of its own gets its counters written by the flush, with those changes."""
+    events, flush, then insert them and write the counters of the sessions it holds: one statement on
+    PostgreSQL (`_one_statement`; one each for more than `ONE_STATEMENT_ROWS` rows), one each elsewhere. A held
+    session with changes of its own gets its counters written by the flush, with those changes."""
     db = tx.db
     (messages, tx.messages), (events, tx.events) = (tx.messages, []), (tx.events, [])
     _number(tx, messages, events)
@@ -107,13 +116,61 @@ def write_appended(tx: Tx) -> None:
             flag_modified(session, "message_seq")
         else:  # (its object has them already: `_number`)
             counters.append({"session": session_id, "events_to": event_seq, "messages_to": message_seq})
-    if not messages and not events and not counters:
+    writes = [(statement, rows) for statement, rows in (
+        (_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)) if rows]
+    if not writes:
         return
     db.flush()  # first: a turn new in this transaction is inserted before its messages
     connection = db.connection()
-    for statement, rows in ((_INSERT_MESSAGES, messages), (_INSERT_EVENTS, events), (_WRITE_COUNTERS, counters)):
-        if rows:
-            connection.execute(statement, rows)
+    if len(writes) > 1 and connection.dialect.name == "postgresql" and \
+            len(messages) + len(events) + len(counters) <= ONE_STATEMENT_ROWS:
+        shape = [(len(rows), tuple(rows[0]) if rows else ()) for rows in (messages, events)]
+        connection.execute(_one_statement(*shape, len(counters)), _parameters(messages, events, counters))
+        return
+    for statement, rows in writes:
+        connection.execute(statement, rows)
+
+
+@lru_cache(maxsize=64)
+def _one_statement(messages: tuple[int, tuple[str, ...]], events: tuple[int, tuple[str, ...]],
+                   counters: int) -> Executable:
+    """The PostgreSQL statement that writes a transaction's messages, events and counters (how many of each, and
+    the keys of a message's and an event's row): the inserts as data-modifying CTEs of the last of them (all
+    run on one snapshot; the rows' foreign keys are checked when the statement ends). At least two of the
+    three are written. Built once per shape, of bound parameters (`_parameters`) in `SELECT ... UNION ALL`
+    rows (a multi-row `VALUES` is not cached by SQLAlchemy: it would be compiled at every commit)."""
+    parts: list[Any] = []
+    for prefix, table, (count, keys) in (("m", _MESSAGES, messages), ("e", _EVENTS, events)):
+        if count:
+            parts.append(insert(table).from_select(  # (the rows carry every column: `emit`, `add_message`)
+                list(keys), _rows(prefix, count, [table.c[key] for key in keys]), include_defaults=False))
+    if counters:
+        counted = _rows("c", counters, list(_COUNTED)).subquery("counted")
+        parts.append(update(_SESSIONS).where(_SESSIONS.c.id == counted.c.session_id)
+                     .values(event_seq=counted.c.events_to, message_seq=counted.c.messages_to))
+    *ctes, last = parts
+    return cast(Executable, last.add_cte(*(part.cte(f"write_{i}") for i, part in enumerate(ctes))))
+
+
+def _rows(prefix: str, count: int, columns: list[Any]) -> Any:
+    """`count` rows of bound parameters named `<prefix><row>_<column>`, each cast to its column's type (a NULL
+    would otherwise be text to PostgreSQL)."""
+    selects = [select(*(sql_cast(bindparam(f"{prefix}{i}_{c.name}", type_=c.type), c.type).label(c.name)
+                        for c in columns)) for i in range(count)]
+    return selects[0] if count == 1 else union_all(*selects)
+
+
+def _parameters(messages: list[dict[str, Any]], events: list[dict[str, Any]],
+                counters: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bound values of `_one_statement`."""
+    bound: dict[str, Any] = {}
+    for prefix, rows in (("m", messages), ("e", events)):
+        for i, row in enumerate(rows):
+            bound.update((f"{prefix}{i}_{key}", value) for key, value in row.items())
+    for i, row in enumerate(counters):
+        bound.update({f"c{i}_session_id": row["session"], f"c{i}_events_to": row["events_to"],
+                      f"c{i}_messages_to": row["messages_to"]})
+    return bound
 
 
 def _number(tx: Tx, messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:

@@ -2,8 +2,8 @@
 
 `Runtime.transaction()` (engine/jobs/runtime.py) begins a `Tx` with each write transaction and ends it with
 explicit steps before the commit: deliver jobs for the sessions that got events, the job's hand-off, then the
-transaction's messages, events and counters (`events.write_appended`), one statement each. No listener runs on
-other sessions; a read transaction (`Database.read()`) has no Tx.
+transaction's messages, events and counters (`events.write_appended`: one statement on PostgreSQL, one each on
+SQLite). No listener runs on other sessions; a read transaction (`Database.read()`) has no Tx.
 
 Code that writes receives the SQLAlchemy session (`db`) and reaches the transaction's state with `Tx.of(db)`.
 """

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine.jobs.runtime import Runtime
 from engine.store.db import Database, write_row
-from engine.store.events import add_message, emit
+from engine.store.events import ONE_STATEMENT_ROWS, add_message, emit
 from engine.store.storage import new_id
 from engine.store.tables import Event, Message, Session, Turn
 from engine.turns.transcript import load_messages
@@ -179,6 +179,43 @@ def turn_row(db: DbSession, turn_id: str) -> tuple[str, int]:
     with db.no_autoflush:
         row = db.execute(select(Turn.status, Turn.steps).where(Turn.id == turn_id)).one()
     return row[0], row[1]
+
+
+def test_a_transactions_messages_events_and_counters_are_one_statement_on_postgresql(rt: Runtime) -> None:
+    """Two held sessions' messages, events and counters: one statement on PostgreSQL (data-modifying CTEs), one
+    each on SQLite; numbered the same either way."""
+    first, second = new_session(rt), new_session(rt)
+    with recorded(rt.db.engine, "before_cursor_execute") as statements, rt.transaction() as db:
+        for session_id in (first, second):
+            lock_session(db, session_id)
+        for session_id, tag in ((first, "one"), (second, "two")):
+            add_message(db, session_id, None, "user", content=tag)
+            for n in range(2 if session_id == first else 1):
+                emit(db, session_id, "test.event", {"tag": tag, "n": n}, turn_id=None, at=rt.now())
+
+    writes = [s for s in statements if "INSERT INTO messages" in s or "INSERT INTO events" in s
+              or "UPDATE sessions" in s]
+    assert len(writes) == (1 if rt.db.engine.dialect.name == "postgresql" else 3)
+    assert seqs(rt.db, first) == ([1, 2], [1], (2, 1))
+    assert seqs(rt.db, second) == ([1], [1], (1, 1))
+    with rt.db.read() as s:
+        assert s.execute(select(Message.content).where(Message.session_id == second)).scalar() == "two"
+        assert s.execute(select(Event.data).where(Event.session_id == first, Event.seq == 2)).scalar() == \
+            {"tag": "one", "n": 1}
+
+
+def test_a_large_transactions_rows_are_written_by_a_statement_each(rt: Runtime) -> None:
+    """Past `ONE_STATEMENT_ROWS` rows (a batch), PostgreSQL too takes an insert per table and the counters'
+    update, numbered the same."""
+    session_id = new_session(rt)
+    with recorded(rt.db.engine, "before_cursor_execute") as statements, rt.transaction() as db:
+        lock_session(db, session_id)
+        add_message(db, session_id, None, "user", content="many")
+        for n in range(ONE_STATEMENT_ROWS):
+            emit(db, session_id, "test.event", {"n": n}, turn_id=None, at=rt.now())
+
+    assert not [s for s in statements if s.startswith("WITH")]
+    assert seqs(rt.db, session_id) == (list(range(1, ONE_STATEMENT_ROWS + 1)), [1], (ONE_STATEMENT_ROWS, 1))
 
 
 def test_a_turn_with_nothing_to_flush_is_moved_on_its_table_at_once(rt: Runtime) -> None:
