@@ -24,11 +24,14 @@ from tests.twilio.support import ALICE, Sms, fake_twilio, twilio_env, twilio_set
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
-def everywhere_queue(request: pytest.FixtureRequest) -> str:
-    """One worker for these tests: Slack and Twilio against their fakes, and the callback secret."""
-    return own_worker(request, "anywhere", SLACK_BOT_TOKEN="xoxb-test-token",
+def everywhere_queue(request: pytest.FixtureRequest, swept: bool = True) -> str:
+    """One worker for these tests: Slack and Twilio against their fakes, and the callback secret; it sweeps every
+    second. Not `swept`: another such worker, which never sweeps during a test (for a test that sweeps itself with
+    its runtime's clock moved, which the worker's own sweep must not beat to an escalation)."""
+    return own_worker(request, "anywhere" if swept else "anywhere-unswept", SLACK_BOT_TOKEN="xoxb-test-token",
                       SLACK_SIGNING_SECRET="test-signing-secret", SLACK_API_URL=shared_fake(request).url,
-                      HITL_CALLBACK_SECRET=SECRET, **twilio_env(fake_twilio(request).url))
+                      HITL_CALLBACK_SECRET=SECRET, **twilio_env(fake_twilio(request).url),
+                      **({} if swept else {"HITL_SWEEP_SECONDS": "3600"}))
 
 
 @pytest.fixture

@@ -30,14 +30,16 @@ SLACK_ALICE = f"slack:{TEAM}:{USERS['alice']}"
 
 
 @contextlib.contextmanager
-def slack_and_sms(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[tuple[Workspace, Sms]]:
-    """A gateway with Slack and SMS people (on PostgreSQL: its jobs run by a worker configured for both)."""
+def slack_and_sms(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
+                  swept: bool = True) -> Iterator[tuple[Workspace, Sms]]:
+    """A gateway with Slack and SMS people (on PostgreSQL: its jobs run by a worker configured for both, which
+    sweeps every second unless not `swept`: see `everywhere_queue`)."""
     slack, sms = shared_fake(request), fake_twilio(request)
     slack.reset()
     sms.reset()
     settings = {**slack_settings(slack), **twilio_settings(sms.url)}
     if kind == "postgres":
-        settings["queue"] = everywhere_queue(request)
+        settings["queue"] = everywhere_queue(request, swept)
     with make_stack(request, kind, tmp_path, **settings) as stack:
         if kind == "postgres":
             fresh_job_ids(stack)

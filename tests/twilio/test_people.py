@@ -1,6 +1,9 @@
 """One person across channels, end to end through the webhooks: alice starts a turn in Slack, its approval is
 texted to her phone too, and she approves it by SMS once her number is linked to her Slack user (the default
-response policy: the requester, any principal of the requester's person). Slack's card and her SMS name her."""
+response policy: the requester, any principal of the requester's person). Slack's card and her SMS name her.
+It runs on SQLite with in-process jobs, and on PostgreSQL with a real `hitl worker` that has Slack and Twilio
+against their fakes and never sweeps during the test: the test sweeps itself, its runtime's clock moved past the
+escalation."""
 
 from __future__ import annotations
 
@@ -12,22 +15,20 @@ import pytest
 from engine.channels.delivery import place_title
 from engine.jobs.recovery import sweep
 from engine.store.queries import title_of
-from tests.conftest import make_stack
-from tests.slack.workspace import USERS, Workspace, shared_fake, slack_settings
+from tests.gateway.test_places import slack_and_sms
+from tests.slack.workspace import USERS
 from tests.support.agent import read_ledger, script
 from tests.support.fake_slack import TEAM
-from tests.twilio.support import ALICE, Sms, fake_twilio, twilio_settings
+from tests.twilio.support import ALICE
 
 PROMPT = "Approve texted refund?\namount=40\n1. Approve\n2. Deny\nReply 1 or 2 (or approve / deny)."
 
 
-def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pytest.FixtureRequest,
-                                                                  tmp_path: Path) -> None:
-    slack_api, sms_api = shared_fake(request), fake_twilio(request)
-    slack_api.reset()
-    sms_api.reset()
-    with make_stack(request, "sqlite", tmp_path, **slack_settings(slack_api), **twilio_settings(sms_api.url)) as stack:
-        slack, sms = Workspace(stack, slack_api), Sms(stack, sms_api)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pytest.FixtureRequest, tmp_path: Path,
+                                                                  kind: str) -> None:
+    with slack_and_sms(request, kind, tmp_path, swept=False) as (slack, sms):
+        stack = slack.stack
         message = script([("texted_refund", {"amount": 40})], final="refunded")
         started = slack.mention("alice", message)
         [card] = slack.cards(started)
