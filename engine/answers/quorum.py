@@ -19,7 +19,7 @@ from engine.jobs.runtime import Runtime
 from engine.people import display_name, person_key
 from engine.policies import need_of
 from engine.protocol import Approvals, Approver, Principal
-from engine.store.tables import ExternalRequest, InputRequest, ResponseCandidate, ToolCall
+from engine.store.tables import ExternalRequest, InputRequest, ResponseCandidate
 
 _COUNTED = select(ResponseCandidate.responder).where(
     ResponseCandidate.request_id == bindparam("request"), ResponseCandidate.outcome == "pending",
@@ -50,10 +50,10 @@ def tally(db: DbSession, request_id: str, need: int, responder: Principal) -> Ap
     return counted(db, request_id, need, responder)
 
 
-def request_approvals(rt: Runtime, db: DbSession, request: InputRequest) -> Approvals | None:
+def request_approvals(rt: Runtime, db: DbSession, request: InputRequest, need: int | None = None) -> Approvals | None:
     """A request's quorum progress as a read shows it: what its settling recorded, else the approves counted so
-    far; None for a request that takes one approval."""
-    need = request_need(rt, db, request)
+    far; None for a request that takes one approval. `need` when the caller read it (`external_quorums`)."""
+    need = request_need(rt, db, request) if need is None else need
     if need <= 1 or request.kind != "tool-approval":
         return None
     recorded = (request.response or {}).get("approvals")
@@ -65,7 +65,21 @@ def request_need(rt: Runtime, db: DbSession, request: InputRequest) -> int:
     response policy's."""
     if request.turn_id is None:
         return db.execute(_EXTERNAL_QUORUM, {"request": request.request_id}).scalar_one_or_none() or 1
-    call = db.get(ToolCall, request.call_id) if request.call_id else None
-    tool = rt.agent.tools.get(call.tool) if call is not None else None
+    return tool_need(rt, request)
+
+
+def tool_need(rt: Runtime, request: InputRequest) -> int:
+    """An in-process approval's need, from its tool's response policy or its agent's (no query: the request's
+    action names the tool)."""
+    tool = rt.agent.tools.get(str((request.action or {}).get("toolName")))
     policy = (tool.response_policy if tool else None) or rt.agent.response_policy
     return need_of(policy) if policy is not None else 1
+
+
+def external_quorums(db: DbSession, request_ids: list[str]) -> dict[str, int]:
+    """The quorums over 1 of these external requests, in one query (a page of the inbox)."""
+    if not request_ids:
+        return {}
+    rows = db.execute(select(ExternalRequest.request_id, ExternalRequest.quorum).where(
+        ExternalRequest.request_id.in_(request_ids), ExternalRequest.quorum > 1)).tuples()
+    return {request_id: quorum for request_id, quorum in rows if quorum is not None}

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.answers.edits import read_stored
 from engine.answers.input_requests import external_fields, request_wire, schedule_fields
-from engine.answers.quorum import request_approvals
+from engine.answers.quorum import external_quorums, request_approvals, tool_need
 from engine.errors import InvalidQuery, NotFound
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
@@ -192,15 +192,23 @@ def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | N
     with rt.db.read() as db:
         cursor = None if after is None else ("after", "input request", request_seen(db, after, seen_by))
         page, last = page_of(db, query, INBOX_ORDER, cursor, limit)
-        return {"requests": [with_progress(rt, db, row) for row in page], "next": last.request_id if last else None}
+        return {"requests": listed(rt, db, page), "next": last.request_id if last else None}
 
 
-def with_progress(rt: Runtime, db: DbSession, row: Sequence[Any]) -> dict[str, Any]:
-    """A listed request; a pending approval's `approvals` counted so far (a settled one's are in its response)."""
-    shown, request = inbox_wire(row), row[0]
-    if request.status == RequestStatus.PENDING and request.kind == "tool-approval":
-        approvals = request_approvals(rt, db, request)
-        shown["approvals"] = approvals.wire() if approvals is not None else None
+def listed(rt: Runtime, db: DbSession, page: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """A page of requests as the inbox lists them; a pending approval that takes several people with the approves
+    counted so far (`approvals`: a settled one's are in its response). No query per row but for such approvals:
+    an in-process one's need is its tool's, the page's external quorums are read at once."""
+    pending = [row[0] for row in page if row[0].status == RequestStatus.PENDING and row[0].kind == "tool-approval"]
+    quorums = external_quorums(db, [request.request_id for request in pending if request.turn_id is None])
+    shown = []
+    for row in page:
+        wire, request = inbox_wire(row), row[0]
+        if request in pending:
+            need = tool_need(rt, request) if request.turn_id is not None else quorums.get(request.request_id, 1)
+            approvals = request_approvals(rt, db, request, need)
+            wire["approvals"] = approvals.wire() if approvals is not None else None
+        shown.append(wire)
     return shown
 
 

@@ -119,13 +119,15 @@ def test_an_overdue_request_expires_by_the_sweep_and_owes_its_callback(stack: St
         stack.rt.clock = real_clock
     assert request["callback"] == {"status": "waiting", "attempts": 0, "lastError": None, "nextAttemptAt": None}
 
-    assert sweep(stack.rt).expired == 1
+    expired = sweep(stack.rt).expired  # (on PostgreSQL the worker sweeps every second too: one of them closes it)
     stack.settle()
 
     closed = get_request(stack.rt, request["requestId"])
     assert (closed["status"], closed["outcome"]) == ("resolved", "expired")
-    assert stack.event_types(request["sessionId"])[-1] == "input.resolved"
-    assert closed["callback"]["attempts"] == 1  # (nobody listens on port 9)
+    assert expired in (0, 1) and stack.event_types(request["sessionId"]).count("input.resolved") == 1
+    assert (closed["callback"]["status"], closed["callback"]["attempts"] >= 1) == ("retrying", True)
+    # (nobody listens on port 9: tried, and due again after its backoff, which a slow machine may already have
+    # reached)
 
 
 @pytest.fixture
