@@ -119,12 +119,12 @@ def test_an_overdue_request_expires_by_the_sweep_and_owes_its_callback(stack: St
         stack.rt.clock = real_clock
     assert request["callback"] == {"status": "waiting", "attempts": 0, "lastError": None, "nextAttemptAt": None}
 
-    expired = sweep(stack.rt).expired  # (on PostgreSQL the worker sweeps every second too: one of them closes it)
+    sweep(stack.rt)  # (on PostgreSQL the worker sweeps every second too: one of them closes it)
     stack.settle()
 
     closed = get_request(stack.rt, request["requestId"])
     assert (closed["status"], closed["outcome"]) == ("resolved", "expired")
-    assert expired in (0, 1) and stack.event_types(request["sessionId"]).count("input.resolved") == 1
+    assert stack.event_types(request["sessionId"]).count("input.resolved") == 1
     assert (closed["callback"]["status"], closed["callback"]["attempts"] >= 1) == ("retrying", True)
     # (nobody listens on port 9: tried, and due again after its backoff, which a slow machine may already have
     # reached)

@@ -105,6 +105,22 @@ def test_an_editable_tool_whose_approval_takes_a_quorum_is_not_offered_for_editi
     assert get_request(stack.rt, request["requestId"])["approvals"]["have"] == 0
 
 
+def test_an_edited_approve_under_an_agents_quorum_policy_is_refused_and_changes_nothing(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool is editable and sets no response policy of its own: the agent's takes two people, so the request
+    shows as editable (its tool says so) but an edit is refused, since it would run on one person's word."""
+    monkeypatch.setattr(stack.rt.agent, "response_policy", approvers("alice", "bob", quorum=2))
+    sid, _ = stack.start(script([("adjustable_refund", {"charge_id": "ch_1", "amount": 200})]))
+    [request] = stack.pending(sid)
+    events = len(stack.events(sid))
+
+    with pytest.raises(InvalidInput, match="takes 2 people's approvals: approve it as proposed"):
+        stack.answer(request["requestId"], "approve", who="bob", edited={"charge_id": "ch_1", "amount": 20})
+
+    assert len(stack.events(sid)) == events
+    assert stack.answer(request["requestId"], "approve", who="bob").status == "pending"  # as proposed: counted
+
+
 def test_a_quorum_is_a_whole_number_of_people() -> None:
     assert approvers("group:release", quorum=3).quorum == 3
     assert approvers(["bob", "carol"]).who == ("bob", "carol")
