@@ -179,7 +179,7 @@ def reach(rt: Runtime, who: str, principals: list[str]) -> Target:
     why = f"no configured channel can write to {who} on their own ({', '.join(principals)})"
     if any(principal_id.startswith("github:") for principal_id in principals):
         why += ("; GitHub has no direct messages: link a Slack user or a phone number to them, or show the request "
-                "on the GitHub issue, where its approvers are mentioned")
+                "on a GitHub issue they watch")
     raise ValueError(why)
 
 
