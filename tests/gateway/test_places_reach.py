@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from engine import defaults
+from engine import ToolContext, ask_question, defaults
 from engine.jobs.recovery import sweep
 from engine.store.tables import Outbox
 from engine.turns.transitions import lock_session, lock_turn
@@ -124,8 +124,9 @@ def test_a_question_shown_to_a_person_is_answered_by_their_sms(
         assert "Answered: Savings (by Bob Stone via SMS)" in sms.inbox(BOB)[-1]
 
 
-def test_ctx_ask_names_a_wrong_show_to() -> None:
-    from engine.agent import ToolContext
+def test_ctx_ask_and_ask_question_name_a_wrong_show_to() -> None:
+    with pytest.raises(ValueError, match="show_in_session=False needs show_to"):  # where the agent is defined
+        ask_question(show_in_session=False)
 
     class Asked(Exception):
         pass
