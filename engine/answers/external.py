@@ -210,7 +210,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
                            schedule=new.schedule, channels=rt.channels, shown=new.shown, **asked)
     db.flush()  # the request's row before the rows that refer to it
     external = ExternalRequest(
-        request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
+        request_id=request.request_id, requester_digest=digest, requester_id=requester.principal_id,
+        idempotency_key=new.idempotency_key,
         body_digest=new.digest(), request_metadata=new.metadata, callback_url=new.callback_url,
         callback_status=CallbackStatus.WAITING if new.callback_url else None, callback_attempts=0,
         quorum=new.quorum if new.quorum > 1 else None)
