@@ -18,7 +18,13 @@ from engine.answers.quorum import external_quorums, request_approvals, tool_need
 from engine.errors import InvalidQuery, NotFound
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
-from engine.store.access import request_seen, requests_seen_by, session_seen, sessions_seen_by
+from engine.store.access import (
+    person_principals_of,
+    request_seen,
+    requests_seen_by,
+    session_seen,
+    sessions_seen_by,
+)
 from engine.store.events import events_wire
 from engine.store.statuses import RequestStatus
 from engine.store.tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
@@ -268,11 +274,12 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
 def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None,
                   seen_by: Principal | None = None) -> dict[str, Any]:
     """Newest first, with each one's title and number of open requests: `{sessions, next}`, at most `limit` of
-    them, those older than session `before` (the previous page's `next`, which `seen_by` must see)."""
+    them, those older than session `before` (the previous page's `next`, which `seen_by` must see). For a
+    principal, one statement first reads its person's principals (engine/store/access.py `sessions_seen_by`)."""
     query = select(Session, first_message(Session.id))
-    if seen_by is not None:
-        query = query.where(sessions_seen_by(seen_by))
     with rt.db.read() as db:
+        if seen_by is not None:  # its person's principals first: the page then scans one index, in order
+            query = query.where(sessions_seen_by(seen_by, person_principals_of(db, seen_by)))
         cursor = None if before is None else ("before", "session", session_seen(db, before, seen_by))
         page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
