@@ -17,6 +17,7 @@ from engine.channels.inbound import accept
 from engine.jobs.executors import InlineExecutor
 from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
+from engine.people import save_person
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.db import Database
 from engine.store.queries import list_requests, list_sessions
@@ -216,3 +217,30 @@ def test_the_session_list_reads_the_newest_sessions_through_its_index(crowded: R
         assert "Index Scan Backward using ix_sessions_created_at_id on sessions" in read, read
         assert "Sort" not in read, read
 
+
+
+def test_a_persons_session_list_reads_their_sessions_through_an_index(crowded: Runtime) -> None:
+    """GET /api/sessions for a key linked to a person: the sessions any of their principals started, from the index
+    on the initiator's principal id (those older than the cursor, then the page's sorted out of them), page after
+    page; a key that is nobody's reads its own index as before, in order, with no sort."""
+    with crowded.db.engine.begin() as conn:
+        conn.execute(text("UPDATE sessions SET initiator_id = CASE WHEN random() < 0.5 THEN 'slack:T1:U1' ELSE "
+                          "'twilio:+15551230001' END WHERE random() < 0.1"))
+        conn.execute(text("ANALYZE sessions"))
+    with crowded.transaction() as db:
+        save_person(db, "alice", None, ["slack:T1:U1", "alice"])
+    carol = api_key_principal("carol")
+
+    [first_page] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=ALICE),
+                                 "FROM sessions", "ORDER BY")
+    older = list_sessions(crowded, limit=100, seen_by=ALICE)["next"]
+    [next_page] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, before=older, seen_by=ALICE),
+                                "FROM sessions", "ORDER BY")
+    [unlinked] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=carol),
+                               "FROM sessions", "ORDER BY")
+
+    for query in (first_page, next_page):
+        read = plan(crowded.db, query)
+        assert "ix_sessions_initiator_id_created_at" in read and "Seq Scan" not in read, read
+    read = plan(crowded.db, unlinked)
+    assert "Index Scan Backward using ix_sessions_initiator_digest_created_at" in read and "Sort" not in read, read
