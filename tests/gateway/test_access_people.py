@@ -1,7 +1,8 @@
 """Who may see, per person (docs/right-people.md#who-sees-what): a principal sees what any principal of its person
 sees. alice starts a session in Slack; once her Slack account and her API key are one person, her key lists and
-reads that session and its requests, and the request of carol's she answered in Slack; bob still gets 404; unlinked,
-they are hidden from her key again. On SQLite and on PostgreSQL (the lists' filters are SQL)."""
+reads that session and its requests (history, events, the event stream, the inbox, the long-poll), and the request
+of carol's she answered in Slack; bob still gets 404; unlinked, they are hidden from her key again. On SQLite and
+on PostgreSQL (the lists' filters are SQL)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from engine.answers.submit import submit_responses
 from engine.protocol import InputResponse, Principal
 from engine.turns.sessions import open_session
 from tests.conftest import Stack
-from tests.gateway.test_access import ids
+from tests.gateway.test_access import SSE, ids
 from tests.gateway.test_api import REFUND
 
 SLACK_ALICE = Principal(authenticator="slack", issuer="slack:T1", principal_type="user", principal_id="slack:T1:U1",
                         attributes={"userName": "alice"})
 ROUTES = ("/api/sessions/{sid}", "/api/sessions/{sid}/events", "/api/requests/{rid}")
+"""History, events and the request; the event stream, the inbox and the long-poll are read by the same rules."""
 
 
 def statuses(client: FlaskClient, session_id: str, request_id: str) -> list[int]:
@@ -46,6 +48,13 @@ def test_a_persons_api_key_sees_what_their_slack_account_started_and_answered_un
     assert sorted(ids(alice, "/api/requests", "requests")) == sorted([request_id, theirs["requestId"]])
     assert ids(alice, "/api/requests", "requests", sessionId=session_id) == [request_id]
     assert alice.get(f"/api/requests/{theirs['requestId']}").status_code == 200
+    assert sorted(alice.get("/api/inbox/events").get_json()["requestIds"]) == sorted([request_id,
+                                                                                     theirs["requestId"]])
+    stream = alice.get(f"/api/sessions/{session_id}/events", headers=SSE)
+    assert stream.status_code == 200
+    stream.close()
+    polled = alice.get(f"/api/requests/{request_id}", query_string={"wait": 1})
+    assert (polled.status_code, polled.get_json()["status"]) == (200, "pending")
     assert alice.get(f"/api/sessions/{carols}").status_code == 404  # answering one request shows no session
     assert statuses(bob, session_id, request_id) == [404, 404, 404]
     assert ids(bob, "/api/sessions", "sessions") == [] and ids(bob, "/api/requests", "requests") == []
@@ -54,6 +63,8 @@ def test_a_persons_api_key_sees_what_their_slack_account_started_and_answered_un
 
     assert statuses(alice, session_id, request_id) == [404, 404, 404]
     assert ids(alice, "/api/sessions", "sessions") == [] and ids(alice, "/api/requests", "requests") == []
+    assert alice.get(f"/api/sessions/{session_id}/events", headers=SSE).status_code == 404
+    assert alice.get("/api/inbox/events").get_json()["requestIds"] == []
 
     assert operator.put("/api/people/alice", json={"principals": ["slack:T1:U1", "alice"]}).status_code == 200
     assert ids(alice, "/api/sessions", "sessions") == [session_id]
