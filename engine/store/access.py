@@ -11,9 +11,7 @@ conditions on indexed columns, so lists stay keyset pages of an index scan.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from sqlalchemy import ColumnElement, Select, literal, or_, select, true, union, union_all
+from sqlalchemy import ColumnElement, Select, and_, literal, or_, select, true, union, union_all
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm import aliased
 
@@ -40,23 +38,20 @@ def linked_principals(principal_id: str) -> Select[str]:
     return select(PersonPrincipal.principal_id).where(PersonPrincipal.person == person)
 
 
-def person_principals_of(db: DbSession, principal: Principal | None) -> list[str]:
-    """`linked_principals`, read: for a list that picks its index by them (`sessions_seen_by`); none for the
-    operator's view."""
-    return [] if principal is None else list(db.execute(linked_principals(principal.principal_id)).scalars())
-
-
-def sessions_seen_by(principal: Principal | None, linked: Collection[str] | None = None) -> ColumnElement[bool]:
+def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
     """The sessions `principal` sees: those it started (its principal is their initiator), or any principal of its
-    person did. `linked`: its person's principal ids as read (`person_principals_of`; empty: it is nobody's), so a
-    page of a list scans one index, in order (an unlinked principal's, by digest, as before people); None: looked
-    up in the same statement (for one session, found by its id)."""
-    if principal is None:
-        return true()
-    mine = Session.initiator_digest == principal_digest(principal.wire())
-    if linked is None:
-        return or_(mine, Session.initiator_id.in_(linked_principals(principal.principal_id)))
-    return Session.initiator_id.in_(linked) if linked else mine
+    person did (`session_ways`)."""
+    return true() if principal is None else or_(*session_ways(principal))
+
+
+def session_ways(principal: Principal) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """The two ways `principal` sees a session, apart, each read from an index of its own in the session list's
+    order (engine/store/queries.py `list_sessions`): it started it (its digest), or another principal of its
+    person did (their principal ids, read in the same statement: none for a principal that is nobody's)."""
+    digest = principal_digest(principal.wire())
+    return (Session.initiator_digest == digest,
+            and_(Session.initiator_id.in_(linked_principals(principal.principal_id)),
+                 Session.initiator_digest != digest))
 
 
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
