@@ -285,7 +285,7 @@ def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = No
     with rt.db.read() as db:
         cursor = None if before is None else ("before", "session", session_seen(db, before, seen_by))
         listed: Any = Session
-        if seen_by is not None:  # a page of each way it sees sessions, each in its index's order: the newest of those
+        if seen_by is not None:  # the newest of a page of each way, both read in their indexes' order
             listed = aliased(Session, union_all(*(
                 select(keyset(select(Session).where(way), SESSIONS_ORDER, cursor, limit, newest_first=True).subquery())
                 for way in session_ways(seen_by))).subquery())
