@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.answers import places
-from engine.channels import delivery, inbound
+from engine.channels import delivery, groups, inbound
 from engine.jobs import callbacks, recovery
 from engine.jobs.outbox import OutboxRow
 from engine.jobs.runtime import Runtime, current
@@ -22,6 +22,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "sweep": recovery.sweep,
     "send_callback": callbacks.send_callback,
     "show_direct": places.show_direct,
+    "look_up_approvers": groups.look_up_approvers,
 }
 """Job name -> body taking the runtime first."""
 
