@@ -4,6 +4,8 @@ none runs for work that rolled back.
 * A transaction records a job's row (`record`, through `Runtime.enqueue`); once it commits, its rows are
   pushed to the executor (`push`), except the `run_turn` rows committed inside `following()`, which the job
   that committed them runs itself (engine/jobs/perform.py).
+* A delivery rides in the job whose transaction wants it (`RIDING_JOBS`): that job runs it itself, before it
+  does slow work (a tool, a model call: `ride`) and when it ends, rather than through the queue.
 * A job runs inside `running_job(row)`: the first transaction it commits deletes the row (`hand_off`), so a
   job that started is not pushed again; a job that commits none deletes it when it ends, unless it raised
   `TryLater` (what it needs cannot answer now): its row stays, and the sweep pushes it again.
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,10 +49,13 @@ class TryLater(Exception):
 
 FOLLOW_UP_JOBS = frozenset({"run_turn"})
 """Jobs that a job which commits them runs itself when it ends (see `following`)."""
+RIDING_JOBS = frozenset({"deliver"})
+"""Jobs that any job which commits them runs itself (see `following`): a delivery costs no trip through the queue,
+and reaches the channel as soon as the job's work allows."""
 
 _job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
 """The outbox row of the job this thread runs, until a transaction of the job deletes it."""
-_follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
+_following: ContextVar[Following | None] = ContextVar("hitl_following", default=None)
 _OUTBOX = cast(Table, Outbox.__table__)
 _DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
 """A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns/transitions.py)."""
@@ -74,15 +80,13 @@ def hand_off(tx: Tx) -> bool:
 
 
 def committed(tx: Tx, handed_off: bool) -> list[OutboxRow]:
-    """After `tx` committed: the rows to push now (the follow-ups `following()` collects left out)."""
+    """After `tx` committed: the rows to push now (those `following()` collects left out)."""
     if handed_off:
         _job_row.set(None)
-    rows = tx.outbox
-    later = _follow_ups.get()
-    if later is not None:
-        later.extend(row for row in rows if row[1] in FOLLOW_UP_JOBS)
-        rows = [row for row in rows if row[1] not in FOLLOW_UP_JOBS]
-    return rows
+    current = _following.get()
+    if current is None:
+        return tx.outbox
+    return [row for row in tx.outbox if not current.collects(row)]
 
 
 @contextmanager
@@ -106,25 +110,54 @@ def running_job(rt: Runtime, outbox_id: int) -> Iterator[None]:
         _job_row.reset(token)
 
 
+@dataclass
+class Following:
+    """What a job collects of the rows its transactions commit, for it to run itself (engine/jobs/perform.py):
+    the deliveries (`RIDING_JOBS`) always, and the turns it resumes or starts (`FOLLOW_UP_JOBS`) when `turns`."""
+
+    run: Callable[[list[OutboxRow]], None]
+    """Runs rows in this job (`perform.perform_rows`)."""
+    turns: bool
+    rows: list[OutboxRow] = field(default_factory=list)
+
+    def collects(self, row: OutboxRow) -> bool:
+        if row[1] in RIDING_JOBS or (self.turns and row[1] in FOLLOW_UP_JOBS):
+            self.rows.append(row)
+            return True
+        return False
+
+    def ride(self) -> None:
+        """Run the deliveries collected so far."""
+        rides = [row for row in self.rows if row[1] in RIDING_JOBS]
+        if rides:
+            self.rows[:] = [row for row in self.rows if row[1] not in RIDING_JOBS]
+            self.run(rides)
+
+
 @contextmanager
-def following(rt: Runtime, collect: bool = True) -> Iterator[list[OutboxRow]]:
-    """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
-    applied an answer (or a message) then runs the turn itself, in the same worker, without a trip
-    through the queue (`jobs.perform`). Their outbox rows stay until each starts, as for any job: if
-    this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as
-    usual. With `collect` False, nothing is collected (the jobs are pushed)."""
-    later: list[OutboxRow] = []
-    if not collect:
-        yield later
-        return
-    token = _follow_ups.set(later)
+def following(rt: Runtime, run: Callable[[list[OutboxRow]], None], turns: bool) -> Iterator[list[OutboxRow]]:
+    """Collect, instead of pushing, the deliveries the transactions inside commit and, with `turns`, the
+    `run_turn` jobs: the job that applied an answer (or a message) then runs the turn itself, in the same
+    worker, without a trip through the queue, and any job delivers its own events (`jobs.perform`). Their outbox
+    rows stay until each starts, as for any job: if this process dies first, sweep() pushes them. If the block
+    fails, what it collected is pushed as usual. `ride()` inside runs the deliveries collected so far."""
+    current = Following(run, turns)
+    token = _following.set(current)
     try:
-        yield later
+        yield current.rows
     except BaseException:
-        _follow_ups.reset(token)
-        push(rt, later)
+        _following.reset(token)
+        push(rt, current.rows)
         raise
-    _follow_ups.reset(token)
+    _following.reset(token)
+
+
+def ride() -> None:
+    """Before a job's slow work (a tool, a model call): the deliveries it collected so far run now, so what its
+    turn said so far reaches the channel without waiting for that work."""
+    current = _following.get()
+    if current is not None:
+        current.ride()
 
 
 def push(rt: Runtime, rows: list[OutboxRow]) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from engine.answers import places
 from engine.channels import delivery, groups, inbound
 from engine.jobs import callbacks, recovery
-from engine.jobs.outbox import OutboxRow
+from engine.jobs.outbox import FOLLOW_UP_JOBS, OutboxRow
 from engine.jobs.runtime import Runtime, current
 from engine.turns import runner
 
@@ -34,22 +35,31 @@ the whole job timeout to itself; any other goes to the queue, to be shared among
 
 
 def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
-    """Run the job of outbox row `outbox_id` (both executors come here), then the turn it followed up with.
-    A follow-up that fails is handed to the queue, to be retried there as any job."""
+    """Run the job of outbox row `outbox_id` (both executors come here), then the rows it collected: its
+    deliveries (an answer's card is updated before its turn resumes), then the turn it followed up with."""
     later = perform_one(rt, job, outbox_id, args)
-    if not later:
-        return
-    (row_id, name, row_args), rest = later[0], later[1:]
-    rt.push(rest)
-    try:
-        perform_one(rt, name, row_id, row_args)
-    except Exception:
-        log.exception("%s, a follow-up of %s, failed; it goes to the queue", name, job)
-        rt.push([(row_id, name, row_args)])
+    turns = [row for row in later if row[1] in FOLLOW_UP_JOBS]
+    perform_rows(rt, [row for row in later if row[1] not in FOLLOW_UP_JOBS])
+    rt.push(turns[1:])
+    perform_rows(rt, turns[:1])
+
+
+def perform_rows(rt: Runtime, rows: list[OutboxRow]) -> None:
+    """Run committed outbox rows in this job, each one's own deliveries after it. One that fails is handed to
+    the queue, to be retried there as any job."""
+    for row_id, name, row_args in rows:
+        try:
+            later = perform_one(rt, name, row_id, row_args)
+        except Exception:
+            log.exception("%s (outbox row %s), run by the job that wanted it, failed; it goes to the queue",
+                          name, row_id)
+            rt.push([(row_id, name, row_args)])
+        else:
+            perform_rows(rt, later)
 
 
 def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> list[OutboxRow]:
-    with rt.running_job(outbox_id), rt.following(job in FOLLOWED) as later:
+    with rt.running_job(outbox_id), rt.following(partial(perform_rows, rt), job in FOLLOWED) as later:
         IMPLEMENTATIONS[job](rt, *args)
     return later
 

@@ -63,7 +63,7 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
         assert rate["completed"] == rate["sent"]  # and each one's turn completed (a click not taken never does)
-        assert set(rate["per_click"]) == {"jobs", "transactions", "redis_commands"}
+        assert set(rate["per_click"]) == {"jobs", "queued_jobs", "transactions", "redis_commands"}
         assert rate["per_click"]["jobs"] >= 1  # the outbox's sequence was read
         assert set(rate["cpu_ms_per_click"]) == {"web", "workers", "postgres", "redis"}
     # the gunicorn workers were found and read (over every rate: a few clicks may take less than a clock tick)
