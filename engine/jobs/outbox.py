@@ -4,8 +4,8 @@ none runs for work that rolled back.
 * A transaction records a job's row (`record`, through `Runtime.enqueue`); once it commits, its rows are
   pushed to the executor (`push`), except the `run_turn` rows committed inside `following()`, which the job
   that committed them runs itself (engine/jobs/perform.py).
-* A delivery rides in the job whose transaction wants it (`RIDING_JOBS`): that job runs it itself, before it
-  does slow work (a tool, a model call: `ride`) and when it ends, rather than through the queue.
+* A delivery rides in the job whose transaction wants it (`RIDING_JOBS`): that job runs it itself when it ends,
+  or while slow work (a tool, a model call: `riding`) goes on for a while, rather than through the queue.
 * A job runs inside `running_job(row)`: the first transaction it commits deletes the row (`hand_off`), so a
   job that started is not pushed again; a job that commits none deletes it when it ends, unless it raised
   `TryLater` (what it needs cannot answer now): its row stays, and the sweep pushes it again.
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -119,29 +120,52 @@ class Following:
     """Runs rows in this job (`perform.perform_rows`)."""
     turns: bool
     rows: list[OutboxRow] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def collects(self, row: OutboxRow) -> bool:
         if row[1] in RIDING_JOBS or (self.turns and row[1] in FOLLOW_UP_JOBS):
-            self.rows.append(row)
+            with self._lock:
+                self.rows.append(row)
             return True
         return False
 
     def ride(self) -> None:
         """Run the deliveries collected so far."""
-        rides = [row for row in self.rows if row[1] in RIDING_JOBS]
-        if rides:
+        with self._lock:
+            rides = [row for row in self.rows if row[1] in RIDING_JOBS]
             self.rows[:] = [row for row in self.rows if row[1] not in RIDING_JOBS]
+        if rides:
             self.run(rides)
+
+    @contextmanager
+    def riding(self) -> Iterator[None]:
+        """Around slow work: the deliveries collected so far run once it has taken RIDE_AFTER_SECONDS, in a thread
+        of their own while it goes on; work done sooner leaves them to be delivered with what comes after it."""
+        with self._lock:
+            waiting = any(row[1] in RIDING_JOBS for row in self.rows)
+        if not waiting:
+            yield
+            return
+        timer = threading.Timer(defaults.RIDE_AFTER_SECONDS, self.ride)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            timer.join()  # a delivery under way ends before the job goes on
 
 
 @contextmanager
-def following(rt: Runtime, run: Callable[[list[OutboxRow]], None], turns: bool) -> Iterator[list[OutboxRow]]:
+def following(rt: Runtime, run: Callable[[list[OutboxRow]], None], turns: bool,
+              carried: Sequence[OutboxRow] = ()) -> Iterator[list[OutboxRow]]:
     """Collect, instead of pushing, the deliveries the transactions inside commit and, with `turns`, the
     `run_turn` jobs: the job that applied an answer (or a message) then runs the turn itself, in the same
-    worker, without a trip through the queue, and any job delivers its own events (`jobs.perform`). Their outbox
-    rows stay until each starts, as for any job: if this process dies first, sweep() pushes them. If the block
-    fails, what it collected is pushed as usual. `ride()` inside runs the deliveries collected so far."""
-    current = Following(run, turns)
+    worker, without a trip through the queue, and any job delivers its own events (`jobs.perform`), with the
+    deliveries `carried` from the job before it. Their outbox rows stay until each starts, as for any job: if
+    this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as usual.
+    `riding()` inside wraps slow work."""
+    current = Following(run, turns, list(carried))
     token = _following.set(current)
     try:
         yield current.rows
@@ -152,12 +176,12 @@ def following(rt: Runtime, run: Callable[[list[OutboxRow]], None], turns: bool) 
     _following.reset(token)
 
 
-def ride() -> None:
-    """Before a job's slow work (a tool, a model call): the deliveries it collected so far run now, so what its
-    turn said so far reaches the channel without waiting for that work."""
+def riding() -> AbstractContextManager[None]:
+    """Around a job's slow work (a tool, a model call): the deliveries it collected so far run if that work takes
+    a while (`Following.riding`), so what its turn said reaches the channel without waiting for the work, and
+    work done at once costs no delivery of its own."""
     current = _following.get()
-    if current is not None:
-        current.ride()
+    return current.riding() if current is not None else nullcontext()
 
 
 def push(rt: Runtime, rows: list[OutboxRow]) -> None:

@@ -35,31 +35,38 @@ the whole job timeout to itself; any other goes to the queue, to be shared among
 
 
 def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
-    """Run the job of outbox row `outbox_id` (both executors come here), then the rows it collected: its
-    deliveries (an answer's card is updated before its turn resumes), then the turn it followed up with."""
+    """Run the job of outbox row `outbox_id` (both executors come here), then the rows it collected: the turn it
+    followed up with, carrying the job's deliveries (an answer's card is updated with what its turn says, or while
+    the turn's tool runs, if that takes a while), else the deliveries alone."""
     later = perform_one(rt, job, outbox_id, args)
     turns = [row for row in later if row[1] in FOLLOW_UP_JOBS]
-    perform_rows(rt, [row for row in later if row[1] not in FOLLOW_UP_JOBS])
+    rides = [row for row in later if row[1] not in FOLLOW_UP_JOBS]
+    if not turns:
+        perform_rows(rt, rides)
+        return
     rt.push(turns[1:])
-    perform_rows(rt, turns[:1])
+    perform_rows(rt, turns[:1], rides)
 
 
-def perform_rows(rt: Runtime, rows: list[OutboxRow]) -> None:
-    """Run committed outbox rows in this job, each one's own deliveries after it. One that fails is handed to
-    the queue, to be retried there as any job."""
+def perform_rows(rt: Runtime, rows: list[OutboxRow], carried: list[OutboxRow] | None = None) -> None:
+    """Run committed outbox rows in this job, each one's own deliveries after it (the first one's with those
+    `carried`). One that fails is handed to the queue, to be retried there as any job."""
     for row_id, name, row_args in rows:
         try:
-            later = perform_one(rt, name, row_id, row_args)
+            later = perform_one(rt, name, row_id, row_args, carried or [])
         except Exception:
             log.exception("%s (outbox row %s), run by the job that wanted it, failed; it goes to the queue",
                           name, row_id)
             rt.push([(row_id, name, row_args)])
         else:
             perform_rows(rt, later)
+        carried = None
 
 
-def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> list[OutboxRow]:
-    with rt.running_job(outbox_id), rt.following(partial(perform_rows, rt), job in FOLLOWED) as later:
+def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any],
+                carried: list[OutboxRow] | None = None) -> list[OutboxRow]:
+    with rt.running_job(outbox_id), \
+            rt.following(partial(perform_rows, rt), job in FOLLOWED, carried or []) as later:
         IMPLEMENTATIONS[job](rt, *args)
     return later
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -101,15 +101,15 @@ class Runtime:
         """Run the job of outbox row `outbox_id` in this thread (`outbox.running_job`)."""
         return outbox.running_job(self, outbox_id)
 
-    def following(self, run: Callable[[list[OutboxRow]], None] | None = None,
-                  turns: bool = True) -> AbstractContextManager[list[OutboxRow]]:
+    def following(self, run: Callable[[list[OutboxRow]], None] | None = None, turns: bool = True,
+                  carried: Sequence[OutboxRow] = ()) -> AbstractContextManager[list[OutboxRow]]:
         """Collect the deliveries and (with `turns`) the `run_turn` jobs the transactions inside commit, for this
-        job to run with `run` (`outbox.following`; without `run`, deliveries a `ride()` takes are pushed)."""
-        return outbox.following(self, run or self.push, turns)
+        job to run with `run` (`outbox.following`; without `run`, deliveries are pushed when they ride)."""
+        return outbox.following(self, run or self.push, turns, carried)
 
-    def ride(self) -> None:
-        """Before slow work: this job's deliveries so far run now (`outbox.ride`)."""
-        outbox.ride()
+    def riding(self) -> AbstractContextManager[None]:
+        """Around slow work: this job's deliveries run if it takes a while (`outbox.riding`)."""
+        return outbox.riding()
 
     def _deliver_events(self, tx: Tx) -> None:
         """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote that a

@@ -24,7 +24,7 @@ from engine.store.events import emit
 from engine.store.tables import Event, Session
 from engine.turns.sessions import open_session
 from tests.conftest import Stack, recorded, sqlite_settings
-from tests.support.agent import script
+from tests.support.agent import script, steered, thinking, wait_for
 from tests.support.fake_channel import RecordingChannel
 
 REFUNDS = script([("refund", {"charge_id": "a", "amount": 1}), ("refund", {"charge_id": "b", "amount": 2})])
@@ -348,8 +348,8 @@ def test_only_the_events_a_channel_shows_queue_a_delivery(channel_stack: tuple[S
 
 def test_a_click_its_card_and_the_turn_it_resumes_are_one_job(
         channel_stack: tuple[Stack, RecordingChannel], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The job that applies a click delivers its card's update, then runs the turn, then delivers what the turn
-    said: one job, nothing more through the queue, and the card is updated before the turn's tool runs."""
+    """The job that applies a click runs the turn it resumes, then delivers the card's update and what the turn
+    said at once: one job, nothing more through the queue, one delivery."""
     stack, channel = channel_stack
     sid = start(stack)
     first, second = stack.pending(sid)
@@ -370,3 +370,23 @@ def test_a_click_its_card_and_the_turn_it_resumes_are_one_job(
     assert submitted == ["process_inbound"]
     assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
     assert channel.calls[-1][1].startswith("done")
+
+
+def test_a_slow_step_does_not_hold_back_the_card(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """While the resumed turn's model takes its time, the click's card is updated beside it (RIDE_AFTER_SECONDS);
+    what the turn says is delivered when it has said it."""
+    stack, channel = channel_stack
+    opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
+                          message=script([("refund", {"charge_id": "a", "amount": 1})], think=True))
+    stack.settle()
+    [request] = stack.pending(opened.session_id)
+    calls = len(channel.calls)
+    accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(request["requestId"], 1))
+    wait_for(thinking, 10, "the model to think")
+    wait_for(lambda: any(c[0] == "update" for c in channel.calls[calls:]), 10, "the card's update")
+
+    assert not [c for c in channel.calls[calls:] if c[0] == "say"]  # the model is still thinking
+    steered()
+    stack.settle()
+    assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
+    assert stack.turn(opened.session_id)["status"] == "completed"
