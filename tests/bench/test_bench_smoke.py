@@ -61,6 +61,7 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
         assert run["cpu_ms_per_cycle"]["workers"] > 0  # the workers' processes were found and read
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
+        assert rate["completed"] == rate["sent"]  # and every clicked turn went on to complete
         assert set(rate["cpu_ms_per_click"]) == {"web", "workers", "postgres", "redis"}
     # the gunicorn workers were found and read (over every rate: a few clicks may take less than a clock tick)
     assert sum(rate["cpu_ms_per_click"]["web"] * rate["sent"] for rate in results["answer"]["rates"].values()) > 0
