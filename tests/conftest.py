@@ -329,14 +329,26 @@ def own_worker(request: pytest.FixtureRequest, name: str, **env: str) -> str:
     return queue
 
 
-def truncate_all(url: str) -> None:
+def truncate_all(url: str, attempts: int = 3) -> None:
+    """Empty every table. The session's workers sweep meanwhile: a sweep that locked one table and waits for
+    another can deadlock with the TRUNCATE, and when PostgreSQL picks the TRUNCATE to fail, it is tried again."""
+    from psycopg.errors import DeadlockDetected
     from sqlalchemy import create_engine
+    from sqlalchemy.exc import OperationalError
 
     engine = create_engine(url)
-    with engine.begin() as conn:
-        names = ", ".join(t.name for t in Base.metadata.sorted_tables)
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+    names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    try:
+        for attempt in range(1, attempts + 1):
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+                return
+            except OperationalError as exc:
+                if not isinstance(exc.orig, DeadlockDetected) or attempt == attempts:
+                    raise
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager
