@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from engine.answers.edits import GRANT_DIGEST, INPUT_GRANT, problems_of
 from engine.answers.schedules import NO_SCHEDULE, Schedule, Seconds, schedule
-from engine.answers.showing import IN_SESSION, Showing
+from engine.answers.showing import IN_SESSION, Showing, showing
 from engine.errors import ToolDefinitionError
 from engine.llm import ChatModel
 from engine.policies import ApprovalPolicy, ResponsePolicy, need_of, never
@@ -57,7 +57,7 @@ class Park(BaseException):  # noqa: N818 - control flow, not an error; BaseExcep
 
 class Workflow(Protocol):
     def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-            expires_in: float | timedelta | None, schedule: Schedule) -> Answer: ...
+            expires_in: float | timedelta | None, schedule: Schedule, shown: Showing) -> Answer: ...
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any: ...
 
@@ -79,16 +79,19 @@ class ToolContext:
     def ask(self, prompt: str, options: Sequence[str | dict[str, Any]] | None = None, allow_freeform: bool = True,
             expires_in: float | timedelta | None = None, *, remind_every: Seconds | None = None,
             remind_max: int | None = None, escalate_after: Seconds | None = None, escalate_to: Any = None,
-            escalate_approvers: Sequence[str] | None = None) -> Answer:
+            escalate_approvers: Sequence[str] | None = None, show_to: Any = None,
+            show_in_session: bool = True) -> Answer:
         """Ask a person mid-tool. The turn parks; on resume the tool runs again from the top and this
         call returns the stored answer (asks are matched by their order within the tool). Reminders and an
-        escalation as ApprovalPolicy's (docs/reminders-and-timeouts.md); an expired question is dismissed."""
+        escalation as ApprovalPolicy's (docs/reminders-and-timeouts.md); an expired question is dismissed. Where
+        it is shown as ApprovalPolicy's `show_to` and `show_in_session` say (docs/right-people.md)."""
         if self.workflow is None:
             raise RuntimeError("ctx.ask() works only inside a running turn")
         plan = schedule("question", remind_every=remind_every, remind_max=remind_max, escalate_after=escalate_after,
                         escalate_to=escalate_to, escalate_approvers=escalate_approvers)
+        shown = showing(show_to, show_in_session)
         normalized = [o if isinstance(o, dict) else {"label": o} for o in options or []]
-        return self.workflow.ask(prompt, normalized or None, allow_freeform, expires_in, plan)
+        return self.workflow.ask(prompt, normalized or None, allow_freeform, expires_in, plan, shown)
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run `fn` once for this call and store its JSON result: a side effect before an ask never repeats."""

@@ -1,6 +1,6 @@
 """`POST /api/requests`'s body, checked: what the JSON Schema cannot say (which fields go with which kind, unique
-options, a configured place, a known person or group) is a 422 naming the field, as a shape error is, and nothing is
-stored."""
+options, a configured place, a known person or group that a channel can write to) is a 422 naming the field, as a
+shape error is, and nothing is stored."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from engine.answers.edits import schema_refused
 from engine.answers.external import NewRequest, Place
+from engine.answers.places import place_targets
 from engine.answers.schedules import ON_TIMEOUT, Schedule, schedule
-from engine.answers.showing import showing
+from engine.answers.showing import GroupPlace, PersonPlace, showing
 from engine.jobs.runtime import Runtime
 from engine.people import NAME, group, person
 
@@ -90,11 +91,16 @@ def places_of(rt: Runtime, body: NewRequestBody) -> dict[str, Any]:
                 others.append({"channel": spec.channel, "address": spec.address})
             continue
         kind = kinds[0]
-        name = spec.person if kind == "person" else spec.group
+        name = str(spec.person if kind == "person" else spec.group)
+        not_shown: list[dict[str, Any]] = []
         with rt.db.read() as db:
-            known = (person if kind == "person" else group)(db, str(name)) is not None
-        if not known:
-            raise ApiError(422, f"unknown_{kind}", f"no {kind} {name!r}", {"field": prefix + kind})
+            if (person if kind == "person" else group)(db, name) is None:
+                raise ApiError(422, f"unknown_{kind}", f"no {kind} {name!r}", {"field": prefix + kind})
+            place_targets(rt, db, None, PersonPlace(name) if kind == "person" else GroupPlace(name), not_shown)
+        if not_shown:  # nobody to show it to there: an in-process agent's request would open without it
+            why = not_shown[0]["reason"]
+            raise ApiError(422, "unreachable_person", why if kind == "person" else f"group {name!r}: {why}",
+                           {"field": prefix + kind})
         others.append({kind: name})
     return {"place": session_place, "shown": showing(others)}
 

@@ -79,6 +79,10 @@ class ApprovalResult(TypedDict):
     requestId: str
     note: str | None
     responder: dict[str, Any] | None
+    input: dict[str, Any] | None
+    """The input to take the action with once approved: the approver's edit of an editable one, else as proposed."""
+    changes: str | None
+    """What the approver changed (`amount 200 -> 20`), when they did."""
 
 
 Timeout = Annotated[int, Field(ge=1, le=MAX_TIMEOUT, description=(
@@ -133,24 +137,36 @@ async def request_approval(
     to: To = None,
     approvers: Approvers = None,
     timeout_seconds: Timeout = DEFAULT_TIMEOUT,
+    editable: Annotated[bool, Field(description=(
+        "people may approve the action with another input (which must fit input_schema); the result's input is the "
+        "one approved"))] = False,
+    input_schema: Annotated[dict[str, Any] | None, Field(description=(
+        "with editable: the JSON Schema an edited input must fit (without it, any JSON object)"))] = None,
 ) -> Annotated[CallToolResult, ApprovalResult]:
     """Ask people to approve an action before you take it, and wait for their decision. Take the action only when
-    the result says approved: true; denied comes with the approver's note; nobody deciding within timeout_seconds
-    is timed-out, which is not an approval."""
+    the result says approved: true, and with the result's input (an editable action's approver may have changed
+    it); denied comes with the approver's note; nobody deciding within timeout_seconds is timed-out, which is not
+    an approval."""
     def opened(hitl: HitlClient) -> dict[str, Any]:
         return hitl.request_approval(action, input, dict(to) if to else None, approvers,
-                                     expires_in=timeout_seconds, prompt=prompt)
+                                     expires_in=timeout_seconds, prompt=prompt, editable=editable,
+                                     input_schema=input_schema)
 
     closed = await open_and_wait(ctx, opened, timeout_seconds)
     decided = closed["outcome"]
     outcome: Literal["approved", "denied", "timed-out", "cancelled"] = (
         "approved" if decided == "approved" else "denied" if decided == "denied"
         else "timed-out" if timed_out(closed) else "cancelled")
-    result: ApprovalResult = {"approved": outcome == "approved", "outcome": outcome,
-                              "requestId": closed["requestId"], "note": (closed.get("response") or {}).get("text"),
-                              "responder": responder(closed)}
+    response = closed.get("response") or {}
+    approved = outcome == "approved"
+    result: ApprovalResult = {"approved": approved, "outcome": outcome, "requestId": closed["requestId"],
+                              "note": response.get("text"), "responder": responder(closed),
+                              "input": response.get("input", closed["action"]["input"]) if approved else None,
+                              "changes": response.get("changes")}
     if outcome in ("approved", "denied"):
-        said = f"{name_of(result['responder'])} {outcome} {action}" + (f": {result['note']}" if result["note"] else "")
+        changed = f" with changes ({result['changes']})" if result["changes"] else ""
+        said = f"{name_of(result['responder'])} {outcome} {action}{changed}" + (
+            f": {result['note']}" if result["note"] else "")
     else:
         said = not_answered(closed, timeout_seconds) + f" Do not {action}."
     return tool_result(said, dict(result))

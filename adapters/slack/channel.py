@@ -46,6 +46,7 @@ class SlackChannel:
     name = "slack"
     update_edits = True
     one_at_a_time = False
+    opens_direct = True
 
     def __init__(self, client: SlackClient) -> None:
         self.client = client
@@ -70,13 +71,17 @@ class SlackChannel:
         """A session's address; with one workspace (one token) the team is left out, so every way in agrees."""
         return (where if self.multi_workspace else replace(where, team_id="", enterprise_id=None)).address
 
-    def direct(self, principal_id: str) -> str | None:
-        """The address of the bot's DM with the Slack user `slack:<team>:<user>` (conversations.open), where a
-        message they write there reaches the same session; None for another channel's principal id."""
-        authenticator, _, rest = principal_id.partition(":")
-        team_id, _, user_id = rest.rpartition(":")
-        if authenticator != "slack" or not re.match(SLACK_ID, user_id) or not team_id:
-            return None
+    def reaches(self, principal_id: str) -> bool:
+        """Whether `principal_id` is a Slack user's, `slack:<team>:<user>`."""
+        return direct_user(principal_id) is not None
+
+    def direct(self, principal_id: str) -> str:
+        """The address of the bot's DM with the Slack user `slack:<team>:<user>`, opened with conversations.open
+        (a message they write there reaches the same session)."""
+        user = direct_user(principal_id)
+        if user is None:
+            raise ValueError(f"{principal_id} is not a Slack user's principal id")
+        team_id, user_id = user
         channel_id = self.client.open_direct(Where(team_id=team_id, channel_id=""), user_id)
         return self.address_of(Where(team_id=team_id, channel_id=channel_id))
 
@@ -155,6 +160,15 @@ class SlackChannel:
         """Post a turned-away person's notice (see `turned_away_notice`) as an ephemeral message to them, where
         they wrote or clicked; raises like any post (the engine logs it, and a later item tries again)."""
         self.client.post_ephemeral(Where.from_address(notice["address"]), notice["user"], notice["text"])
+
+
+def direct_user(principal_id: str) -> tuple[str, str] | None:
+    """(team, user) of a Slack user's principal id, `slack:<team>:<user>`; None for any other."""
+    authenticator, _, rest = principal_id.partition(":")
+    team_id, _, user_id = rest.rpartition(":")
+    if authenticator != "slack" or not re.match(SLACK_ID, user_id) or not team_id:
+        return None
+    return team_id, user_id
 
 
 def turned_away_notice(address: str, user_id: str) -> dict[str, Any]:

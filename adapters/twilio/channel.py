@@ -84,6 +84,7 @@ class TwilioChannel:
     name = "twilio"
     update_edits = False
     one_at_a_time = True
+    opens_direct = False
 
     def __init__(self, config: TwilioConfig, client: SmsClient | None = None) -> None:
         self.config = config
@@ -110,16 +111,22 @@ class TwilioChannel:
                              f"TWILIO_FROM={WHATSAPP}+E.164, or a Messaging Service (MG...) with one")
         return session_address(sender, to)
 
-    def direct(self, principal_id: str) -> str | None:
-        """The session that texts `twilio:<number>` (on WhatsApp, `twilio:whatsapp:<number>`) from TWILIO_FROM;
-        None for another channel's principal id, or a number TWILIO_FROM cannot write to."""
+    def reaches(self, principal_id: str) -> bool:
+        """Whether `principal_id` is a number TWILIO_FROM can write to: `twilio:<number>` (on WhatsApp,
+        `twilio:whatsapp:<number>`)."""
+        try:
+            self.direct(principal_id)
+        except ValueError:
+            return False
+        return True
+
+    def direct(self, principal_id: str) -> str:
+        """The session that texts `twilio:<number>` from TWILIO_FROM (asks no platform); ValueError for another
+        channel's principal id, or a number TWILIO_FROM cannot write to."""
         authenticator, _, number = principal_id.partition(":")
         if authenticator != self.name:
-            return None
-        try:
-            return self.address({"to": number})
-        except ValueError:
-            return None
+            raise ValueError(f"{principal_id} is not a phone number's principal id")
+        return self.address({"to": number})
 
     # -- outbound, from delivery jobs ------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ closes it and makes its callback due (engine/jobs/callbacks.py); an event stream
   docs/reminders-and-timeouts.md); approved on timeout, its callback hears the app's approval.
 * Edits: an editable approval may be approved with another input, checked against its `action.inputSchema`
   (a JSON Schema; engine/answers/edits.py `schema_problems`), as an in-process tool's is against its input model.
+* Platform groups: a request whose approvers name one gets a job that looks its members up once it opened
+  (engine/channels/groups.py), so they see it in their lists before anyone answers.
 * Idempotency: a key is the requester's own. The same key again finds the request it made (whatever became of
   it), unless the body differs: IdempotencyConflict, and nothing changes.
 """
@@ -37,6 +39,7 @@ from engine.answers.places import announce
 from engine.answers.schedules import NO_SCHEDULE, Schedule
 from engine.answers.settlement import close_request
 from engine.answers.showing import IN_SESSION, Showing
+from engine.channels.groups import platform_kind
 from engine.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, NotPermitted, RequestClosed
 from engine.jobs.runtime import Runtime
 from engine.jobs.webhooks import WebhookRefused, check_url
@@ -210,7 +213,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
                            schedule=new.schedule, channels=rt.channels, shown=new.shown, **asked)
     db.flush()  # the request's row before the rows that refer to it
     external = ExternalRequest(
-        request_id=request.request_id, requester_digest=digest, idempotency_key=new.idempotency_key,
+        request_id=request.request_id, requester_digest=digest, requester_id=requester.principal_id,
+        idempotency_key=new.idempotency_key,
         body_digest=new.digest(), request_metadata=new.metadata, callback_url=new.callback_url,
         callback_status=CallbackStatus.WAITING if new.callback_url else None, callback_attempts=0,
         quorum=new.quorum if new.quorum > 1 else None)
@@ -218,6 +222,8 @@ def create(rt: Runtime, db: DbSession, requester: Principal, digest: str, new: N
     db.add_all(RequestApprover(request_id=request.request_id, principal_id=principal_id)
                for principal_id in dict.fromkeys(new.approvers))
     db.flush()  # (a key used at the same moment fails here)
+    if any(platform_kind(item) for item in new.approvers):  # their members see it once looked up, after this commits
+        rt.enqueue(db, "look_up_approvers", request.request_id)
     announce(rt, db, session_id, None, [request], now)
     return request.request_id
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from engine.agent import Tool, ToolContext
 from engine.answers.schedules import Seconds, schedule
+from engine.answers.showing import showing
 from engine.policies import ResponsePolicy
 
 
@@ -21,17 +22,23 @@ class QuestionOption(BaseModel):
 def ask_question(response: ResponsePolicy | None = None, expires_in: float | timedelta | None = None, *,
                  remind_every: Seconds | None = None, remind_max: int | None = None,
                  escalate_after: Seconds | None = None, escalate_to: Any = None,
-                 escalate_approvers: Sequence[str] | None = None) -> Tool:
+                 escalate_approvers: Sequence[str] | None = None, show_to: Any = None,
+                 show_in_session: bool = True) -> Tool:
     """The opt-in `ask_question` tool: `tools=[ask_question()]`.
 
     The model calls it with `{question, options?}` (0 or 2-3 options with unique labels; free text is
     always allowed). It returns `{status: "answered", answer}`, `{status: "dismissed"}` (the person moved
     on, or it expired) or `{status: "unavailable"}` (nobody can answer this session). Its questions are
-    reminded and escalated as `ctx.ask()`'s keywords say (docs/reminders-and-timeouts.md).
+    reminded, escalated and shown as `ctx.ask()`'s keywords say (docs/reminders-and-timeouts.md,
+    docs/right-people.md).
     """
     timing: dict[str, Any] = {"remind_every": remind_every, "remind_max": remind_max, "escalate_after": escalate_after,
-                              "escalate_to": escalate_to, "escalate_approvers": escalate_approvers}
-    schedule("question", **timing)  # a mistake fails here, where the agent is defined, not when the model asks
+                              "escalate_to": escalate_to, "escalate_approvers": escalate_approvers,
+                              "show_to": show_to, "show_in_session": show_in_session}
+    # a mistake fails here, where the agent is defined, not when the model asks
+    schedule("question", remind_every=remind_every, remind_max=remind_max, escalate_after=escalate_after,
+             escalate_to=escalate_to, escalate_approvers=escalate_approvers)
+    showing(show_to, show_in_session)
 
     def ask(ctx: ToolContext, question: str, options: list[QuestionOption] | None = None) -> dict[str, Any]:
         """Ask the user a question and wait for the answer. Give 2-3 options when there are obvious

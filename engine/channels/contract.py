@@ -231,12 +231,21 @@ class Refreshing(Protocol):
 @runtime_checkable
 class Reaching(Protocol):
     """Optional for an adapter that can write to one person on their own (a `{"person": ...}` place,
-    engine/answers/places.py): Slack opens a DM with `conversations.open`, Twilio texts their number."""
+    engine/answers/places.py): Slack opens a DM with `conversations.open`, Twilio texts their number.
+    `opens_direct`: whether `direct` asks the platform (Slack's DM is opened there): it is then called by a job
+    after the request opened, never inside a transaction (engine/answers/places.py `show_direct`)."""
 
-    def direct(self, principal_id: str) -> str | None:
-        """The session address of a direct conversation with the person behind `principal_id` (one of this
-        channel's principal ids), or None when `principal_id` is not this channel's. Any platform failure raises
-        (the caller logs it and leaves the place out)."""
+    opens_direct: bool
+
+    def reaches(self, principal_id: str) -> bool:
+        """Whether `principal_id` is one of this channel's principal ids that it can write to on its own; asks no
+        platform."""
+        ...
+
+    def direct(self, principal_id: str) -> str:
+        """The session address of a direct conversation with the person behind `principal_id`, one it `reaches`.
+        ChannelUnavailable when the platform cannot answer now (asked again later); any other failure leaves the
+        place out (logged)."""
         ...
 
 

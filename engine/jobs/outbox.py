@@ -5,7 +5,8 @@ none runs for work that rolled back.
   pushed to the executor (`push`), except the `run_turn` rows committed inside `following()`, which the job
   that committed them runs itself (engine/jobs/perform.py).
 * A job runs inside `running_job(row)`: the first transaction it commits deletes the row (`hand_off`), so a
-  job that started is not pushed again; a job that commits none deletes it when it ends.
+  job that started is not pushed again; a job that commits none deletes it when it ends, unless it raised
+  `TryLater` (what it needs cannot answer now): its row stays, and the sweep pushes it again.
 * A row whose push was lost stays: the sweep pushes it again (`push_outbox`), the serving process takes the
   rows the CLI handed over (`take_handed_over`), and `owed` tells the sweep which work still has a job here.
 """
@@ -35,6 +36,12 @@ log = logging.getLogger(__name__)
 
 class ExecutorUnavailable(Exception):
     """The queue cannot take a job right now (Redis down): the outbox row stays for sweep()."""
+
+
+class TryLater(Exception):
+    """Raised by a job, before its first transaction, whose work cannot be done now (a platform that cannot
+    answer): the job ends without failing and its outbox row stays, so sweep() pushes it again a while later
+    (`push_outbox`), as it does a row whose push was lost."""
 
 
 FOLLOW_UP_JOBS = frozenset({"run_turn"})
@@ -82,10 +89,16 @@ def committed(tx: Tx, handed_off: bool) -> list[OutboxRow]:
 def running_job(rt: Runtime, outbox_id: int) -> Iterator[None]:
     """Run a job of outbox row `outbox_id` in this thread: the job's first committed transaction deletes
     the row, or, if it commits none, a transaction of its own when it ends (whether it succeeded or not:
-    RQ retries a failed job; sweep() must not push it again)."""
+    RQ retries a failed job; sweep() must not push it again), unless it raised TryLater first: the row stays
+    for sweep()."""
     token = _job_row.set(outbox_id)
     try:
         yield
+    except TryLater as exc:
+        if _job_row.get() is None:  # handed off already: only a retry of the job can do it again
+            raise
+        log.warning("outbox row %s: %s; the sweep pushes it again", outbox_id, exc)
+        _job_row.set(None)
     finally:
         if _job_row.get() is not None:
             with rt.transaction():

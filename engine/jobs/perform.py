@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from engine.channels import delivery, inbound
+from engine.answers import places
+from engine.channels import delivery, groups, inbound
 from engine.jobs import callbacks, recovery
 from engine.jobs.outbox import OutboxRow
 from engine.jobs.runtime import Runtime, current
@@ -20,6 +21,8 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "process_inbound": inbound.process_inbound,
     "sweep": recovery.sweep,
     "send_callback": callbacks.send_callback,
+    "show_direct": places.show_direct,
+    "look_up_approvers": groups.look_up_approvers,
 }
 """Job name -> body taking the runtime first."""
 

@@ -57,8 +57,6 @@ class Runtime:
         self.callback_hosts = callback_hosts
         """HITL_CALLBACK_ALLOWED_HOSTS: the only hosts callbacks may go to, when any are named."""
         self.channels = dict(channels or {})
-        self.groups = PlatformGroups(self.channels)
-        """The members of platform groups (Slack user groups, GitHub teams), through the channels, kept a while."""
         self.agent = agent
         self.agent_spec = agent_spec or agent.name
         """What a session opened here records as its agent: where the agent comes from (HITL_AGENT's
@@ -69,6 +67,8 @@ class Runtime:
         self.request_policy_timeout = request_policy_timeout
         self.retention_days = retention_days
         self.clock = clock
+        self.groups = PlatformGroups(self.channels, db, self.now)
+        """The members of platform groups (Slack user groups, GitHub teams), through the channels, stored a while."""
 
     def now(self) -> datetime:
         return self.clock()

@@ -2,13 +2,16 @@
 
 None is the operator's view (the CLI, the loopback operator, an `operator` API key): everything. A
 principal (a `user` or `agent` API key's) sees the sessions it started and the requests it is asked; any
-other session or request does not exist for it (the API answers 404, lists leave it out). Both rules are
-SQL conditions on indexed columns (the principal's digest), so lists stay keyset pages of an index scan.
+other session or request does not exist for it (the API answers 404, lists leave it out). A principal linked to
+a person (engine/people.py) sees what any principal of that person sees: alice's API key sees the session she
+started in Slack. A principal is matched by its digest (its whole identity), a person's principals by their
+principal ids (`initiator_id`, `responder_id`, `requester_id`), as a person links them. All of these are SQL
+conditions on indexed columns, so lists stay keyset pages of an index scan.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Select, literal, select, true, union, union_all
+from sqlalchemy import ColumnElement, Select, and_, literal, or_, select, true, union, union_all
 from sqlalchemy.orm import Session as DbSession
 from sqlalchemy.orm import aliased
 
@@ -22,37 +25,60 @@ from engine.store.tables import (
     GroupMember,
     InputRequest,
     PersonPrincipal,
+    PlatformGroupMember,
     RequestApprover,
     ResponseCandidate,
     Session,
 )
 
 
+def linked_principals(principal_id: str) -> Select[str]:
+    """The principal ids of the person `principal_id` is linked to (itself among them); none when it is nobody's."""
+    person = select(PersonPrincipal.person).where(PersonPrincipal.principal_id == principal_id).scalar_subquery()
+    return select(PersonPrincipal.principal_id).where(PersonPrincipal.person == person)
+
+
 def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
-    """The sessions `principal` sees: those it started (its principal is their initiator)."""
-    if principal is None:
-        return true()
-    return Session.initiator_digest == principal_digest(principal.wire())
+    """The sessions `principal` sees: those it started (its principal is their initiator), or any principal of its
+    person did (`session_ways`)."""
+    return true() if principal is None else or_(*session_ways(principal))
+
+
+def session_ways(principal: Principal) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """The two ways `principal` sees a session, apart, each read from an index of its own in the session list's
+    order (engine/store/queries.py `list_sessions`): it started it (its digest), or another principal of its
+    person did (their principal ids, read in the same statement: none for a principal that is nobody's)."""
+    digest = principal_digest(principal.wire())
+    return (Session.initiator_digest == digest,
+            and_(Session.initiator_id.in_(linked_principals(principal.principal_id)),
+                 Session.initiator_digest != digest))
 
 
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
-    """The requests `principal` is asked, or asked itself: those of a session it started, those it already
-    responded to (a response of its is stored as a candidate, whatever its verdict), the external requests it made
-    (an agent's) or is named an approver of (itself, its person, or a group of either: `approver_items`), those an
-    escalation made it an approver of, and the external requests of the console and the API that name no approvers
-    (anyone with a key may answer those)."""
+    """The requests `principal` is asked, or asked itself, or any principal of its person is or did: those of a
+    session it started, those it already responded to (a response of its is stored as a candidate, whatever its
+    verdict), the external requests it made (an agent's) or is named an approver of (itself, its person, a group
+    of either, or a platform group: `approver_items`), those an escalation made it an approver of, and the external
+    requests of the console and the API that name no approvers (anyone with a key may answer those). Its person's
+    principals are read in the same statement: none for a principal that is nobody's."""
     if principal is None:
         return true()
     digest = principal_digest(principal.wire())
+    linked = linked_principals(principal.principal_id)
+    items = approver_items(principal.principal_id)
     asked = aliased(InputRequest)  # not the outer query's table: the subquery stands on its own
     named = select(RequestApprover.request_id).where(RequestApprover.request_id == asked.request_id).exists()
     return InputRequest.request_id.in_(union(
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(Session.initiator_digest == digest),
+        select(asked.request_id).join(Session, Session.id == asked.session_id)
+        .where(Session.initiator_id.in_(linked)),
         select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),
+        select(ResponseCandidate.request_id).where(ResponseCandidate.responder_id.in_(linked)),
         select(ExternalRequest.request_id).where(ExternalRequest.requester_digest == digest),
-        select(RequestApprover.request_id).where(RequestApprover.principal_id.in_(approver_items(principal.principal_id))),
-        select(EscalationApprover.request_id).where(EscalationApprover.principal_id == principal.principal_id),
+        select(ExternalRequest.request_id).where(ExternalRequest.requester_id.in_(linked)),
+        select(RequestApprover.request_id).where(RequestApprover.principal_id.in_(items)),
+        select(EscalationApprover.request_id).where(EscalationApprover.principal_id.in_(items)),
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(asked.turn_id.is_(None), Session.channel == "api", ~named),
     ))
@@ -60,9 +86,9 @@ def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
 
 def approver_items(principal_id: str) -> Select[tuple[str]]:
     """The approvers items that name `principal_id` (engine/policies.py `approvers`): itself and its person's other
-    principals, its person (`person:<name>`), and the groups any of those is a member of (`group:<name>`). The
-    members of a platform group (a Slack user group, a GitHub team) are not known here: such a request is theirs to
-    see once they answered it, and on the channel it is shown in."""
+    principals, its person (`person:<name>`), the groups any of those is a member of (`group:<name>`), and the
+    platform groups (`slack-usergroup:<id>`, `github-team:<org>/<slug>`) any of those was a member of when the
+    group was last looked up (engine/channels/groups.py; however long ago: judging asks again when it is stale)."""
     person = select(PersonPrincipal.person).where(PersonPrincipal.principal_id == principal_id).scalar_subquery()
     own = union_all(
         select(literal(principal_id).label("item")),
@@ -70,7 +96,8 @@ def approver_items(principal_id: str) -> Select[tuple[str]]:
         select(literal(PERSON) + person),
     ).subquery()
     groups = select(literal(GROUP) + GroupMember.group).where(GroupMember.member.in_(select(own.c.item)))
-    return select(own.c.item).union(groups)  # type: ignore[return-value]
+    platform = select(PlatformGroupMember.item).where(PlatformGroupMember.principal_id.in_(select(own.c.item)))
+    return union(select(own.c.item), groups, platform)  # type: ignore[return-value]
 
 
 def session_seen(db: DbSession, session_id: str, principal: Principal | None) -> Session | None:

@@ -47,10 +47,14 @@ def emit_received(db: DbSession, session_id: str, turn_id: str | None, text: str
 
 
 def emit_requested(db: DbSession, session_id: str, turn_id: str | None, requests: list[InputRequest],
-                   at: datetime) -> None:
+                   at: datetime, not_shown: list[dict[str, Any]] | None = None) -> None:
     """`input.requested` for a batch of requests that just opened. It stores only their ids (their rows hold
-    the rest): `events_wire` shows each request as it was opened."""
-    emit(db, session_id, "input.requested", {"requestIds": [r.request_id for r in requests]}, turn_id=turn_id, at=at)
+    the rest): `events_wire` shows each request as it was opened. `not_shown`: the `show_to` places left out
+    (`{requestId, place, reason}`, engine/answers/places.py), when there are any."""
+    data: dict[str, Any] = {"requestIds": [r.request_id for r in requests]}
+    if not_shown:
+        data["notShown"] = not_shown
+    emit(db, session_id, "input.requested", data, turn_id=turn_id, at=at)
 
 
 def add_message(

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, ScalarSelect, Select, func, literal, select, tuple_
+from sqlalchemy import Row, ScalarSelect, Select, func, literal, select, tuple_, union_all
 from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm import aliased
 
 from engine import defaults
 from engine.answers.edits import read_stored
@@ -18,7 +19,7 @@ from engine.answers.quorum import external_quorums, request_approvals, tool_need
 from engine.errors import InvalidQuery, NotFound
 from engine.jobs.runtime import Runtime
 from engine.protocol import Principal
-from engine.store.access import request_seen, requests_seen_by, session_seen, sessions_seen_by
+from engine.store.access import request_seen, requests_seen_by, session_seen, session_ways
 from engine.store.events import events_wire
 from engine.store.statuses import RequestStatus
 from engine.store.tables import Event, InputRequest, Message, ResponseCandidate, Run, Session, ToolCall, Turn
@@ -161,6 +162,19 @@ def page_of(db: DbSession, query: Select[*tuple[Any, ...]], order: tuple[Any, ..
     """A page of `query` in `order` (or its reverse), after the row a cursor names: (parameter, what it names,
     the row or None). Returns the result rows and, when more may follow, the last one's entity (the query's
     first column): a keyset cursor, so a row added or removed meanwhile moves no other row from its page."""
+    rows = list(db.execute(keyset(query, order, cursor, limit, newest_first)))
+    more = limit is not None and len(rows) > limit
+    page = rows[:limit] if more else rows
+    return page, (page[-1][0] if more and page else None)
+
+
+Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
+
+
+def keyset(query: Q, order: tuple[Any, ...], cursor: tuple[str, str, Any] | None, limit: int | None,
+           newest_first: bool = False) -> Q:
+    """`query` as `page_of` reads it: after the cursor's row, in `order` (or its reverse), one row more than
+    `limit` (whether more follow)."""
     if cursor is not None:
         parameter, what, anchor = cursor
         if anchor is None:
@@ -169,10 +183,7 @@ def page_of(db: DbSession, query: Select[*tuple[Any, ...]], order: tuple[Any, ..
         there = tuple_(*(literal(getattr(anchor, column.key), column.type) for column in order))  # ids are packed
         query = query.where(here < there if newest_first else here > there)
     query = query.order_by(*(column.desc() for column in order) if newest_first else order)
-    rows = list(db.execute(query if limit is None else query.limit(limit + 1)))
-    more = limit is not None and len(rows) > limit
-    page = rows[:limit] if more else rows
-    return page, (page[-1][0] if more and page else None)
+    return query if limit is None else query.limit(limit + 1)
 
 
 def list_requests(rt: Runtime, *, status: str | None = None, session_id: str | None = None,
@@ -268,13 +279,18 @@ def events_after(rt: Runtime, session_id: str, after: int = 0, limit: int = 1000
 def list_sessions(rt: Runtime, limit: int | None = None, before: str | None = None,
                   seen_by: Principal | None = None) -> dict[str, Any]:
     """Newest first, with each one's title and number of open requests: `{sessions, next}`, at most `limit` of
-    them, those older than session `before` (the previous page's `next`, which `seen_by` must see)."""
-    query = select(Session, first_message(Session.id))
-    if seen_by is not None:
-        query = query.where(sessions_seen_by(seen_by))
+    them, those older than session `before` (the previous page's `next`, which `seen_by` must see). For a
+    principal, the page is made of a page of each way it sees sessions (engine/store/access.py `session_ways`),
+    each read from its own index in order."""
     with rt.db.read() as db:
         cursor = None if before is None else ("before", "session", session_seen(db, before, seen_by))
-        page, last = page_of(db, query, SESSIONS_ORDER, cursor, limit, newest_first=True)
+        listed: Any = Session
+        if seen_by is not None:  # the newest of a page of each way, both read in their indexes' order
+            listed = aliased(Session, union_all(*(
+                select(keyset(select(Session).where(way), SESSIONS_ORDER, cursor, limit, newest_first=True).subquery())
+                for way in session_ways(seen_by))).subquery())
+        page, last = page_of(db, select(listed, first_message(listed.id)), (listed.created_at, listed.id), cursor,
+                             limit, newest_first=True)
         pending = dict(db.execute(  # of this page's sessions only: all of them are 100k rows at scale
             select(InputRequest.session_id, func.count())
             .where(InputRequest.status == RequestStatus.PENDING, InputRequest.session_id.in_([s.id for s, _ in page]))

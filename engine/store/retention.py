@@ -6,6 +6,9 @@ may send the same delivery again: minutes to days, far less than the retention (
 by default). Rows whose item was never applied are kept whatever their age: the sweep still owes them their job.
 A notice's claim (a person told once why they were turned away) is such a row too: past the retention, the
 next ignored item of theirs tells them again.
+A platform group's stored members (engine/channels/groups.py) are replaced each time it is looked up, so they
+grow only with the groups named; a group not looked up within the retention is deleted with its members (its
+members then see no request through it until it is looked up again).
 The audit trail (sessions, turns, runs, requests, candidates, tool calls, events, messages) is never pruned, and
 the outbox needs no pruning: a job's row is deleted when the job starts.
 """
@@ -24,7 +27,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine import defaults
 from engine.channels.inbound import NOTICE
 from engine.jobs.runtime import Runtime
-from engine.store.tables import Inbound, PrunedInbound
+from engine.store.tables import Inbound, PlatformGroup, PrunedInbound
 
 _PRUNED = cast(Table, PrunedInbound.__table__)
 
@@ -32,7 +35,8 @@ _PRUNED = cast(Table, PrunedInbound.__table__)
 def prune(rt: Runtime, batch: int = defaults.PRUNE_BATCH) -> int:
     """Delete at most `batch` inbound rows (the oldest first) received more than `rt.retention_days` ago that are
     processed or carry no item; their deliveries and duplicates are added to their channel's tally (`/metrics`
-    counts both). Several sweepers at once each take rows the others have not locked."""
+    counts both). Several sweepers at once each take rows the others have not locked. Platform groups last looked
+    up before then go too."""
     cutoff = rt.now() - timedelta(days=rt.retention_days)
     done = select(Inbound.id).where(
         Inbound.received_at < cutoff, or_(Inbound.processed_at.is_not(None), Inbound.item.is_(None))
@@ -44,6 +48,7 @@ def prune(rt: Runtime, batch: int = defaults.PRUNE_BATCH) -> int:
         ).all()
         tally(db, [(channel, duplicates) for channel, external_id, duplicates in pruned
                    if not external_id.startswith(NOTICE)])  # a notice's claim is no delivery
+        db.execute(delete(PlatformGroup).where(PlatformGroup.fetched_at < cutoff))  # (its members with it)
     return len(pruned)
 
 

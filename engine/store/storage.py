@@ -184,6 +184,16 @@ def digest_of(column: str) -> Callable[[default.DefaultExecutionContext], str | 
     return computed
 
 
+def principal_id_of(column: str) -> Callable[[default.DefaultExecutionContext], str | None]:
+    """A column default: the principal id of the principal inserted in `column` of the same row (None for none),
+    indexed where a person's principals are looked for by id (engine/store/access.py): a person links principal
+    ids, and an identity's digest cannot be made from its id alone."""
+    def computed(context: default.DefaultExecutionContext) -> str | None:
+        wire = context.get_current_parameters().get(column)
+        return None if wire is None else str(wire["principalId"])
+    return computed
+
+
 STORED_AS = {option["id"]: token for token, option in BUILT_IN_OPTIONS.items()}
 """The token each built-in option (engine/answers/options.py) is stored as."""
 

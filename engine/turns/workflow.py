@@ -14,6 +14,7 @@ from engine.agent import Answer, Park
 from engine.answers.input_requests import open_request
 from engine.answers.places import announce
 from engine.answers.schedules import Schedule
+from engine.answers.showing import Showing
 from engine.jobs.runtime import Runtime
 from engine.policies import expiry
 from engine.protocol import principal_or_none
@@ -29,7 +30,7 @@ class CallWorkflow:
         self.asked = 0
 
     def ask(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-            expires_in: float | timedelta | None, schedule: Schedule) -> Answer:
+            expires_in: float | timedelta | None, schedule: Schedule, shown: Showing) -> Answer:
         position = self.asked
         self.asked += 1
         with self.rt.db.read() as db:
@@ -42,11 +43,12 @@ class CallWorkflow:
                 return Answer(response.get("optionId"), response.get("text"),
                               principal_or_none(request.responder), request.outcome or Outcome.ANSWERED)
         if request is None:
-            self.open_question(prompt, options, allow_freeform, expires_in, schedule, position)
+            self.open_question(prompt, options, allow_freeform, expires_in, schedule, shown, position)
         raise Park(self.call_id)
 
     def open_question(self, prompt: str, options: list[dict[str, Any]] | None, allow_freeform: bool,
-                      expires_in: float | timedelta | None, schedule: Schedule, position: int) -> None:
+                      expires_in: float | timedelta | None, schedule: Schedule, shown: Showing,
+                      position: int) -> None:
         choices = [{"id": o["label"], "label": o["label"], **({"description": o["description"]}
                                                                if o.get("description") else {})}
                    for o in options or []]
@@ -59,7 +61,7 @@ class CallWorkflow:
                 options=choices, allow_freeform=allow_freeform or not choices,
                 display="select" if choices else "text", requested_by=turn.requested_by, now=now,
                 call_id=self.call_id, position=position, expires_at=expiry(expires_in, now), schedule=schedule,
-                channels=self.rt.channels,
+                channels=self.rt.channels, shown=shown,
             )
             db.flush()
             announce(self.rt, db, turn.session_id, turn.id, [request], now)

@@ -273,7 +273,8 @@ def test_ids_are_packed_on_postgres_and_unpacked_by_a_downgrade(postgres_db: Dat
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_0008_gives_earlier_rows_the_digests_of_their_principals(request: pytest.FixtureRequest, kind: str) -> None:
     """Sessions and candidates written before 0008 (principals as arrays or, before 0005, objects) get the same
-    digest the code gives new rows, so a key's earlier sessions and requests stay its own."""
+    digest the code gives new rows, so a key's earlier sessions and requests stay its own; and, from 0014, the
+    principal id beside it, so they stay its person's too."""
     db: Database = request.getfixturevalue(f"{kind}_db")
     config = db.alembic_config()
     command.upgrade(config, "0004")  # ids not yet packed on PostgreSQL: plain SQL can write them
@@ -308,6 +309,10 @@ def test_0008_gives_earlier_rows_the_digests_of_their_principals(request: pytest
         responder = session.scalars(select(ResponseCandidate.responder_digest)).one()
     assert digests == {session_id: principal_digest(principal) for session_id, principal in principals.items()}
     assert digests["ses_a"] is not None and responder == principal_digest(carol.wire())
+    with db.read() as session:  # and 0014 their principal ids, by which a person's principals are found
+        ids = dict(session.execute(select(SessionRow.id, SessionRow.initiator_id)).all())
+        responder_id = session.scalars(select(ResponseCandidate.responder_id)).one()
+    assert ids == {"ses_a": "U1", "ses_b": "bob", "ses_c": None} and responder_id == "carol"
 
 
 def test_0009_a_downgrade_deletes_external_requests_and_keeps_the_agents(migrated: Database) -> None:

@@ -17,10 +17,12 @@ from engine.channels.inbound import accept
 from engine.jobs.executors import InlineExecutor
 from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
+from engine.people import save_person
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.db import Database
 from engine.store.queries import list_requests, list_sessions
 from engine.store.retention import prune
+from engine.store.storage import principal_digest
 from engine.store.tables import (
     Event,
     Inbound,
@@ -216,3 +218,40 @@ def test_the_session_list_reads_the_newest_sessions_through_its_index(crowded: R
         assert "Index Scan Backward using ix_sessions_created_at_id on sessions" in read, read
         assert "Sort" not in read, read
 
+
+
+def test_a_persons_session_list_reads_their_sessions_through_an_index(crowded: Runtime) -> None:
+    """GET /api/sessions for a key linked to a person: a page of the sessions it started, read from its digest's
+    index in order, and a page of those its person's other principals started, from the index on their principal
+    ids (those older than the cursor); this page is the newest of both. A key that is nobody's reads the same way
+    (its person's part finds nobody at once), in as many statements as the operator's list."""
+    carol = api_key_principal("carol")
+    with crowded.db.engine.begin() as conn:
+        conn.execute(text("UPDATE sessions SET initiator_id = CASE WHEN random() < 0.5 THEN 'slack:T1:U1' ELSE "
+                          "'twilio:+15551230001' END WHERE random() < 0.1"))
+        conn.execute(text("UPDATE sessions SET initiator_digest = sha256(convert_to(initiator_id, 'UTF8')) "
+                          "WHERE initiator_id IS NOT NULL"))
+        conn.execute(text("UPDATE sessions SET initiator_id = 'carol', initiator_digest = :carol "
+                          "WHERE initiator_id IS NULL AND random() < 0.1"),
+                     {"carol": bytes.fromhex(principal_digest(carol.wire()) or "")})
+        conn.execute(text("ANALYZE sessions"))
+    with crowded.transaction() as db:
+        save_person(db, "alice", None, ["slack:T1:U1", "alice"])
+
+    [first_page] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=ALICE),
+                                 "FROM sessions", "ORDER BY")
+    older = list_sessions(crowded, limit=100, seen_by=ALICE)["next"]
+    assert older is not None  # (a tenth of the sessions are hers: several pages)
+    [next_page] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, before=older, seen_by=ALICE),
+                                "FROM sessions", "ORDER BY")
+    [unlinked] = statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=carol),
+                               "FROM sessions", "ORDER BY")
+
+    for query in (first_page, next_page, unlinked):
+        read = plan(crowded.db, query)
+        assert "Scan Backward using ix_sessions_initiator_digest_created_at" in read, read  # its own, in order
+        assert "Bitmap Index Scan on ix_sessions_initiator_id_created_at" in read, read  # its person's others'
+        assert "Seq Scan" not in read and "ix_sessions_created_at_id" not in read, read
+    everyone = len(statements_of(crowded.db, lambda: list_sessions(crowded, limit=100)))
+    assert len(statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=ALICE))) == everyone
+    assert len(statements_of(crowded.db, lambda: list_sessions(crowded, limit=100, seen_by=carol))) == everyone

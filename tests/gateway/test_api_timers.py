@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from engine.answers.conversation import post_message
 from engine.jobs.recovery import sweep
+from engine.people import save_person
 from engine.protocol import Principal
 from engine.store.tables import Session
 from tests.conftest import Stack
@@ -122,3 +123,21 @@ def test_a_refusal_at_an_escalation_place_is_told_at_that_place(api: Stack) -> N
     assert posted.results[0].status == "refused"
     assert ("fake:boss:", "fake:u2") in channel.refused_at  # type: ignore[attr-defined]
     assert api.client("bot:agent").get(f"/api/requests/{request['requestId']}").get_json()["status"] == "pending"
+
+
+def test_an_escalations_approver_sees_the_request_with_any_key_of_their_person(api: Stack) -> None:
+    """The escalation names bob's Slack account; his API key, linked to it, sees the request from then on."""
+    with api.rt.transaction() as db:
+        save_person(db, "bob", None, ["slack:T1:UBOB", "bob"])
+    request = opened(api, approvers=["alice"], escalate={"after": 120, "to": BOSS, "approvers": ["slack:T1:UBOB"]})
+    one = f"/api/requests/{request['requestId']}"
+    assert api.client("bob").get(one).status_code == 404
+
+    later(api, 121)
+    assert sweep(api.rt).escalated == 1
+    api.settle()
+
+    assert api.client("bob").get(one).status_code == 200
+    listed = api.client("bob").get("/api/requests").get_json()["requests"]
+    assert [r["requestId"] for r in listed] == [request["requestId"]]
+    assert api.client("carol").get(one).status_code == 404

@@ -7,6 +7,7 @@ import ast
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -93,7 +94,8 @@ def test_a_question_is_answered_in_the_console_and_the_tool_says_by_whom(served:
         ask, approve = tools["ask_human"].input_schema, tools["request_approval"].input_schema
         assert (ask["required"], approve["required"]) == (["prompt"], ["action", "input"])
         assert set(ask["properties"]) == {"prompt", "options", "allow_freeform", "to", "approvers", "timeout_seconds"}
-        assert set(approve["properties"]) == {"action", "input", "prompt", "to", "approvers", "timeout_seconds"}
+        assert set(approve["properties"]) == {"action", "input", "prompt", "to", "approvers", "timeout_seconds",
+                                              "editable", "input_schema"}
         assert tools["ask_human"].output_schema is not None
 
         answering(stack, "bob:operator", optionId="pro")
@@ -144,8 +146,10 @@ def test_an_approval_approved_then_one_denied_with_a_note(served: Gateway) -> No
         assert (approved.structured_content["approved"], approved.structured_content["outcome"],
                 approved.structured_content["responder"]["principalId"]) == (True, "approved", "alice")
         assert said(approved) == "alice approved refund_charge"
+        assert (approved.structured_content["input"], approved.structured_content["changes"]) == (
+            {"charge": "ch_1", "amount": 20}, None)  # as proposed
         assert {k: v for k, v in denied.structured_content.items() if k not in ("requestId", "responder")} == {
-            "approved": False, "outcome": "denied", "note": "not this one"}
+            "approved": False, "outcome": "denied", "note": "not this one", "input": None, "changes": None}
         assert said(denied) == "alice denied refund_charge: not this one"
 
     talk(url, conversation)
@@ -154,6 +158,56 @@ def test_an_approval_approved_then_one_denied_with_a_note(served: Gateway) -> No
     assert [(r["prompt"], r["action"]["input"], r["outcome"]) for r in asked] == [
         ("Approve refund_charge?", {"charge": "ch_1", "amount": 20}, "approved"),
         ("Refund ch_2 in full?", {"charge": "ch_2"}, "denied")]
+
+
+REFUND_SCHEMA = {"type": "object", "properties": {"charge": {"type": "string"},
+                                                  "amount": {"type": "number", "maximum": 100}},
+                 "required": ["charge", "amount"], "additionalProperties": False}
+
+
+def editing(stack: Stack, who: str, edits: list[dict[str, Any]], statuses: list[int]) -> threading.Thread:
+    """`who` approves the first request they are asked with each input of `edits` in turn (as the console's Edit
+    does), noting each answer's HTTP status."""
+    def run() -> None:
+        client = stack.client(who)
+        for _ in range(200):
+            pending = client.get("/api/requests?status=pending").get_json()["requests"]
+            if pending:
+                for edited in edits:
+                    statuses.append(client.patch(f"/api/requests/{pending[0]['requestId']}",
+                                                 json={"optionId": "approve", "input": edited}).status_code)
+                return
+            threading.Event().wait(0.05)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_editable_approval_is_approved_with_the_approvers_input_checked_by_its_schema(served: Gateway) -> None:
+    stack, url = served
+    statuses: list[int] = []
+
+    async def conversation(session: ClientSession) -> None:
+        editing(stack, "alice", [{"charge": "ch_1", "amount": 500}, {"charge": "ch_1", "amount": 10}], statuses)
+        edited = await session.call_tool("request_approval", {
+            "action": "refund_charge", "input": {"charge": "ch_1", "amount": 20}, "approvers": ["alice"],
+            "editable": True, "input_schema": REFUND_SCHEMA, "timeout_seconds": 20})
+        unschemed = await session.call_tool("request_approval", {
+            "action": "refund_charge", "input": {}, "editable": True, "input_schema": {"type": "nonsense"}})
+
+        assert edited.structured_content is not None and not edited.is_error
+        assert (edited.structured_content["approved"], edited.structured_content["input"],
+                edited.structured_content["changes"]) == (True, {"charge": "ch_1", "amount": 10}, "amount 20 -> 10")
+        assert said(edited) == "alice approved refund_charge with changes (amount 20 -> 10)"
+        assert unschemed.is_error and said(unschemed).endswith("fields: action.inputSchema")
+
+    talk(url, conversation)
+
+    assert statuses == [422, 200]  # 500 is over the schema's maximum: refused, and the request stayed open
+    [asked] = stack.client("alice").get("/api/requests?status=resolved").get_json()["requests"]
+    assert (asked["editable"], asked["action"]["inputSchema"], asked["action"]["input"]) == (
+        True, REFUND_SCHEMA, {"charge": "ch_1", "amount": 20})
 
 
 def test_the_example_client_asks_for_an_approval(served: Gateway, capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,7 +232,7 @@ def test_nobody_answering_in_time_is_timed_out_and_a_withdrawn_request_says_by_w
 
         assert late.structured_content is not None and not late.is_error
         assert {k: v for k, v in late.structured_content.items() if k != "requestId"} == {
-            "approved": False, "outcome": "timed-out", "note": None, "responder": None}
+            "approved": False, "outcome": "timed-out", "note": None, "responder": None, "input": None, "changes": None}
         assert said(late).startswith("Nobody answered within 1 s: request req_") and said(late).endswith(
             "timed out and is closed. Do not deploy.")
         assert waited < 5

@@ -416,6 +416,15 @@ def finance_refund(ctx: ToolContext, amount: float) -> dict[str, Any]:
     return {"refunded": amount}
 
 
+@tool(response=approvers([f"twilio:{SECOND_PHONE}"]))
+def account_question(ctx: ToolContext) -> dict[str, Any]:
+    """A workflow tool whose question is shown to the person `bob` (on their first channel that can reach them) and
+    not where it was asked; bob's phone answers it."""
+    account = ctx.ask("Which account?", options=["Checking", "Savings"], show_to={"person": "bob"},
+                      show_in_session=False)
+    return {"account": account.value}
+
+
 FIRST_PHONE = "+15550001111"
 """alice's phone (tests/twilio/support.py): where `texted_refund` escalates."""
 
@@ -443,7 +452,8 @@ agent = Agent(
     tools=[lookup, refund, adjustable_refund, set_limit, deploy, reviewed, custom, custom_async, payout, audited_refund,
            wire_transfer, slow_refund, slow_sync, fragile, broken, average, survey, ask_then_fail, pick, nudged_refund,
            escalated_refund, texted_refund, lenient_refund, nudged_survey, managed_refund, finance_refund,
-           group_release, slack_release, unknown_group_release, crowd_release, github_release, pair_release,
+           account_question, group_release, slack_release, unknown_group_release, crowd_release, github_release,
+           pair_release,
            ask_question(expires_in=timedelta(minutes=30))],
     max_steps=MAX_STEPS,
 )

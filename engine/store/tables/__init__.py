@@ -2,7 +2,8 @@
 
 Its modules follow the lifecycle: `base` (the declarative Base and what every table shares), `turns` (sessions,
 turns, runs, the transcript, tool calls, events), `input_requests` (input requests and their satellites, the answers
-given to them), `channels` (inbound deliveries, the outbox, posts, contacts) and `people` (people and groups).
+given to them), `channels` (inbound deliveries, the outbox, posts, contacts) and `people` (people, groups, and
+platform groups' members as last looked up).
 Every table is importable from here, and importing this package registers all of them on `Base.metadata`.
 """
 
@@ -17,12 +18,12 @@ from engine.store.tables.input_requests import (
     RequestTimer,
     ResponseCandidate,
 )
-from engine.store.tables.people import Group, GroupMember, Person, PersonPrincipal
+from engine.store.tables.people import Group, GroupMember, Person, PersonPrincipal, PlatformGroup, PlatformGroupMember
 from engine.store.tables.turns import ApprovalGrant, Event, Message, Run, Session, ToolCall, Turn
 
 __all__ = [
     "NAMING_CONVENTION", "UNPROCESSED", "ApprovalGrant", "Base", "Contact", "EscalationApprover", "Event",
     "ExternalRequest", "Group", "GroupMember", "IdType", "Inbound", "InputRequest", "Message", "Outbox", "Person",
-    "PersonPrincipal", "Post", "PrunedInbound", "RequestApprover", "RequestPlace", "RequestTimer",
-    "ResponseCandidate", "Run", "Session", "ToolCall", "Turn", "utcnow",
+    "PersonPrincipal", "PlatformGroup", "PlatformGroupMember", "Post", "PrunedInbound", "RequestApprover",
+    "RequestPlace", "RequestTimer", "ResponseCandidate", "Run", "Session", "ToolCall", "Turn", "utcnow",
 ]

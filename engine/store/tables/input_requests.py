@@ -11,7 +11,17 @@ from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text,
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.statuses import CandidateOutcome, RequestStatus
-from engine.store.storage import PRINCIPAL, DigestType, JSONType, KeylessJSON, OptionsJSON, digest_of, id_type, new_id
+from engine.store.storage import (
+    PRINCIPAL,
+    DigestType,
+    JSONType,
+    KeylessJSON,
+    OptionsJSON,
+    digest_of,
+    id_type,
+    new_id,
+    principal_id_of,
+)
 from engine.store.tables.base import Base, utcnow
 
 
@@ -69,6 +79,8 @@ class ExternalRequest(Base):
     request_id: Mapped[str] = mapped_column(ForeignKey("input_requests.request_id", ondelete="CASCADE"),
                                             primary_key=True)
     requester_digest: Mapped[str] = mapped_column(DigestType)
+    requester_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    """The requester's principal id: the requests any principal of a person made (engine/store/access.py)."""
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     body_digest: Mapped[str] = mapped_column(DigestType)
     request_metadata: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
@@ -160,6 +172,7 @@ class ResponseCandidate(Base):
     )
     responder: Mapped[dict[str, Any]] = mapped_column(PRINCIPAL)
     responder_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("responder"))
+    responder_id: Mapped[str | None] = mapped_column(String(200), default=principal_id_of("responder"))
     decision: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)  # a note; an approve's edited input, as JSON (answers/edits.py)
     outcome: Mapped[str] = mapped_column(String(16), default=CandidateOutcome.PENDING)
@@ -171,6 +184,8 @@ class ResponseCandidate(Base):
 # the requests a person already responded to (engine/store/access.py)
 Index("ix_response_candidates_responder_digest_request_id", ResponseCandidate.responder_digest,
       ResponseCandidate.request_id)
+# the requests any principal of a person responded to (engine/store/access.py)
+Index("ix_response_candidates_responder_id_request_id", ResponseCandidate.responder_id, ResponseCandidate.request_id)
 # the few candidates never judged, for sweep(): their process died while the response policy ran
 Index("ix_response_candidates_unjudged_created_at", ResponseCandidate.created_at,
       postgresql_where=ResponseCandidate.judged_at.is_(None), sqlite_where=ResponseCandidate.judged_at.is_(None))

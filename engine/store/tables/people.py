@@ -48,3 +48,23 @@ class GroupMember(Base):
     group: Mapped[str] = mapped_column(ForeignKey("groups.name", ondelete="CASCADE"), primary_key=True)
     member: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
     position: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class PlatformGroup(Base):
+    """A platform group (`slack-usergroup:<id>`, `github-team:<org>/<slug>`) whose members were last looked up at
+    `fetched_at` (engine/channels/groups.py): every process judges with that answer for a while, and the request
+    lists show its members what the group may approve. A lookup that failed is never stored."""
+
+    __tablename__ = "platform_groups"
+
+    item: Mapped[str] = mapped_column(String(200), primary_key=True)
+    fetched_at: Mapped[datetime] = mapped_column()
+
+
+class PlatformGroupMember(Base):
+    """A principal id a platform group had when it was last looked up."""
+
+    __tablename__ = "platform_group_members"
+
+    item: Mapped[str] = mapped_column(ForeignKey("platform_groups.item", ondelete="CASCADE"), primary_key=True)
+    principal_id: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)

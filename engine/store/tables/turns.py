@@ -31,6 +31,7 @@ from engine.store.storage import (
     digest_of,
     id_type,
     new_id,
+    principal_id_of,
 )
 from engine.store.tables.base import Base, IdType, utcnow
 
@@ -44,6 +45,7 @@ class Session(Base):
     stored_address: Mapped[str] = mapped_column("address", String(500))
     initiator: Mapped[dict[str, Any] | None] = mapped_column(PRINCIPAL)
     initiator_digest: Mapped[str | None] = mapped_column(DigestType, default=digest_of("initiator"))
+    initiator_id: Mapped[str | None] = mapped_column(String(200), default=principal_id_of("initiator"))
     status: Mapped[str] = mapped_column(String(16), default=SessionStatus.IDLE)
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     message_seq: Mapped[int] = mapped_column(Integer, default=0)
@@ -58,6 +60,8 @@ class Session(Base):
         Index("ix_sessions_created_at_id", "created_at", "id"),  # the session list's order, newest first
         # a user's or an agent's sessions, newest first (engine/store/access.py)
         Index("ix_sessions_initiator_digest_created_at", "initiator_digest", "created_at", "id"),
+        # the sessions any principal of a person started, newest first (engine/store/access.py)
+        Index("ix_sessions_initiator_id_created_at", "initiator_id", "created_at", "id"),
     )
 
     @hybrid_property

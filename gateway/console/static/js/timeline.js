@@ -27,6 +27,12 @@ class ToolCallView {
   }
 }
 
+function placeName(place) {
+  if (place.person) return place.person;
+  if (place.group) return `the group ${place.group}`;
+  return `${place.channel} ${JSON.stringify(place.address)}`;
+}
+
 // A response the policy refused or could not judge (it raised, it was cut off): the request stays open.
 const UNSETTLED = new Set(["rejected", "failed", "timed-out"]);
 
@@ -35,9 +41,13 @@ const HANDLERS = {
   "assistant.message": (t, e) => t.add(bubble("assistant", e.data.text, null, e.at)),
   "action.called": (t, e) => t.call(e.data.callId, e.data.toolName, e.data.input),
   "action.result": (t, e) => t.result(e.data),
-  // (a request escalated here from another session opened here when it escalated)
-  "input.requested": (t, e) => e.data.requests.forEach((request) =>
-    t.request(e.data.escalatedFrom ? { ...request, escalatedAt: e.at } : request)),
+  // (a request escalated here from another session opened here when it escalated; `notShown`: the show_to places
+  // it could not be shown at)
+  "input.requested": (t, e) => {
+    e.data.requests.forEach((request) => t.request(e.data.escalatedFrom ? { ...request, escalatedAt: e.at } : request));
+    (e.data.notShown || []).forEach((left) =>
+      t.add(h("p", { class: "note error" }, `Not shown to ${placeName(left.place)}: ${left.reason}`)));
+  },
   "input.resolved": (t, e) => e.data.resolutions.forEach((r) => t.resolve(r)),
   "input.reminded": (t, e) => t.cards.get(e.data.requestId)?.update({ reminded: e.data.count }),
   "input.escalated": (t, e) => t.cards.get(e.data.requestId)?.update({ escalatedAt: e.at }),
