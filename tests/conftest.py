@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session as DbSession
 from engine.answers.conversation import Posted, post_message
 from engine.answers.submit import ResponseResult, submit_responses
 from engine.jobs.executors import InlineExecutor
+from engine.jobs.recovery import HandOverPoll, Sweeper
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
 from engine.store.db import Database
@@ -379,11 +381,14 @@ def make_stack(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **over
 @contextlib.contextmanager
 def recorded(target: Engine | type[DbSession], what: str) -> Iterator[list[Any]]:
     """While the block runs: an engine's `before_cursor_execute` statements or its `commit`s, or the ORM
-    sessions' `after_flush`es (target: the Session class)."""
+    sessions' `after_flush`es (target: the Session class). Not those of the embedded server's periodic threads
+    (the hand-over poll reads every second): they tick whenever their time comes, more often inside a block that
+    runs slowly on a busy machine, and are no part of what the block does."""
     seen: list[Any] = []
 
     def record(*args: Any) -> None:
-        seen.append(args[2] if what == "before_cursor_execute" else args[0])
+        if threading.current_thread().name not in (Sweeper.name, HandOverPoll.name):
+            seen.append(args[2] if what == "before_cursor_execute" else args[0])
 
     event.listen(target, what, record)
     try:
