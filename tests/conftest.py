@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +32,7 @@ from engine.turns.sessions import open_session
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
+from tests.support.sqlite import seed_sqlite
 from tests.support.workers import Forked, WorkerForge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,26 +157,6 @@ class Stack:
             self.rt.executor.join()
             self.rt.executor.shutdown()
         self.rt.db.dispose()
-
-
-@functools.cache
-def migrated_sqlite() -> bytes:
-    """The file of a SQLite database migrated to head, made once per test process."""
-    with tempfile.TemporaryDirectory() as folder:
-        db = Database(f"sqlite:///{folder}/hitl.db")
-        db.upgrade()
-        db.dispose()
-        return (Path(folder) / "hitl.db").read_bytes()
-
-
-def seed_sqlite(url: str) -> None:
-    """A SQLite stack whose file does not exist yet starts from a copy of `migrated_sqlite()`: running every
-    migration costs a tenth of a second or more per test, the copy next to nothing (the app's own upgrade finds
-    the copy at head). A file that exists (a test's older revision, say) is left as it is."""
-    if make_url(url).get_backend_name() == "sqlite":
-        path = Path(make_url(url).database or "")
-        if not path.exists():
-            path.write_bytes(migrated_sqlite())
 
 
 def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
