@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from adapters.slack import BotToken, SlackChannel, SlackClient
 from adapters.slack.parse import slack_principal
-from tests.support.fake_slack import FakeSlack
+from tests.support.fake_slack import TEAM, FakeSlack
 from tests.support.signing import slack_headers
 
 from .measure import HttpRequest
@@ -26,11 +26,12 @@ from .stack import ROOT, Process, Target, wait_for
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
-TEAM, USER, CHANNEL = "T0BENCH", "UBENCH", "C0BENCH"
+USER, CHANNEL = "UBENCH", "C0BENCH"
 ADDRESS = f"slack::{CHANNEL}:1700000000.000001"
 """The place every bench session lives (one workspace, so the team is left out of the address)."""
 CLICKER = slack_principal(USER, TEAM, CHANNEL)
-"""Who starts the turns and clicks Approve: the requester, whom the default response policy lets settle."""
+"""Who starts the turns and clicks Approve: the requester, whom the default response policy lets settle; of the
+workspace the fake's auth.test names (the bot token's), so the gateway's Slack admission hears the clicks."""
 
 _action_clock = count(1)
 

@@ -21,13 +21,16 @@ OURS = "floor,cycles,answer,cost,scale"
 RATIO_KEYS = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph", "answer_to_completed_p50_vs_floor",
               "answer_to_completed_p99_vs_floor", "webhook_p99_ms_at_200rps", "settle_100k_vs_1k"}
 NEEDS_LANGGRAPH = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph"}
+SMALLEST = ["--cycles", "2", "--rates", "50,200", "--scale-levels", "10,20", "--workers", "1"]
+"""Smaller than `--quick`, as small as still shows each figure: a turn per client of each cycle run, the two click
+rates the ratios are set at, two scale levels, one worker."""
 
 
-def run_bench(tmp_path: Path, scenarios: str) -> dict[str, Any]:
+def run_bench(tmp_path: Path, scenarios: str, *sizes: str) -> dict[str, Any]:
     env = dict(os.environ, HITL_BENCH_DATABASE_URL=require_postgres(), HITL_BENCH_REDIS_URL=require_redis())
     done = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--scenarios", scenarios, "--out", str(tmp_path),
-         "--db-name", f"hitl_bench_smoke_{uuid.uuid4().hex[:8]}"],
+         "--db-name", f"hitl_bench_smoke_{uuid.uuid4().hex[:8]}", *sizes],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -42,7 +45,7 @@ def is_number(value: Any) -> bool:
 
 
 def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> None:
-    results = run_bench(tmp_path, OURS)
+    results = run_bench(tmp_path, OURS, *SMALLEST)
 
     assert set(results["machine"]) == {"nproc", "memory_mib", "cpu_model"}
     assert results["date"] and len(results["commit"]) in (40, len("unknown"))
@@ -61,6 +64,7 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
         assert run["cpu_ms_per_cycle"]["workers"] > 0  # the workers' processes were found and read
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
+        assert rate["completed"] == rate["sent"]  # and every clicked turn went on to complete
         assert set(rate["cpu_ms_per_click"]) == {"web", "workers", "postgres", "redis"}
     # the gunicorn workers were found and read (over every rate: a few clicks may take less than a clock tick)
     assert sum(rate["cpu_ms_per_click"]["web"] * rate["sent"] for rate in results["answer"]["rates"].values()) > 0
