@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,19 +16,23 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, event, select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session as DbSession
 
 from engine.answers.conversation import Posted, post_message
 from engine.answers.submit import ResponseResult, submit_responses
 from engine.jobs.executors import InlineExecutor
+from engine.jobs.recovery import HandOverPoll, Sweeper
 from engine.jobs.runtime import Runtime
 from engine.protocol import InputResponse, api_key_principal
+from engine.store.db import Database
 from engine.store.queries import events_after, list_requests, session_history
 from engine.store.tables import UNPROCESSED, Base, Inbound, Outbox, Session, Turn
 from engine.turns.sessions import open_session
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.support.services import require_postgres, require_redis
+from tests.support.sqlite import seed_sqlite
 from tests.support.workers import Forked, WorkerForge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +60,7 @@ class Stack:
     def __init__(self, name: str, settings: Settings) -> None:
         self.name = name
         self.settings = settings
+        seed_sqlite(settings.database_url)
         self.app = create_app(settings)
         self.rt: Runtime = self.app.extensions["hitl"]
 
@@ -163,9 +169,6 @@ def sqlite_settings(tmp_path: Path, **overrides: Any) -> Settings:
 def fresh_database(prefix: str = "hitl_test") -> Iterator[str]:
     """A PostgreSQL database of its own (so parallel runs never meet), migrated to head; dropped afterwards."""
     from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    from engine.store.db import Database
 
     base = require_postgres()
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
@@ -307,14 +310,26 @@ def own_worker(request: pytest.FixtureRequest, name: str, **env: str) -> str:
     return queue
 
 
-def truncate_all(url: str) -> None:
+def truncate_all(url: str, attempts: int = 3) -> None:
+    """Empty every table. The session's workers sweep meanwhile: a sweep that locked one table and waits for
+    another can deadlock with the TRUNCATE, and when PostgreSQL picks the TRUNCATE to fail, it is tried again."""
+    from psycopg.errors import DeadlockDetected
     from sqlalchemy import create_engine
+    from sqlalchemy.exc import OperationalError
 
     engine = create_engine(url)
-    with engine.begin() as conn:
-        names = ", ".join(t.name for t in Base.metadata.sorted_tables)
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+    names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    try:
+        for attempt in range(1, attempts + 1):
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+                return
+            except OperationalError as exc:
+                if not isinstance(exc.orig, DeadlockDetected) or attempt == attempts:
+                    raise
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager
@@ -345,11 +360,14 @@ def make_stack(request: pytest.FixtureRequest, kind: str, tmp_path: Path, **over
 @contextlib.contextmanager
 def recorded(target: Engine | type[DbSession], what: str) -> Iterator[list[Any]]:
     """While the block runs: an engine's `before_cursor_execute` statements or its `commit`s, or the ORM
-    sessions' `after_flush`es (target: the Session class)."""
+    sessions' `after_flush`es (target: the Session class). Not those of the embedded server's periodic threads
+    (the hand-over poll reads every second): they tick whenever their time comes, more often inside a block that
+    runs slowly on a busy machine, and are no part of what the block does."""
     seen: list[Any] = []
 
     def record(*args: Any) -> None:
-        seen.append(args[2] if what == "before_cursor_execute" else args[0])
+        if threading.current_thread().name not in (Sweeper.name, HandOverPoll.name):
+            seen.append(args[2] if what == "before_cursor_execute" else args[0])
 
     event.listen(target, what, record)
     try:

@@ -22,13 +22,16 @@ RATIO_KEYS = {"click_cpu_vs_langgraph_cycle_cpu", "completed_vs_offered_at_100",
               "answer_p50_at_20_vs_floor", "cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph",
               "webhook_p99_ms_at_200rps", "settle_100k_vs_1k", "rss_after_vs_before"}
 NEEDS_LANGGRAPH = {"click_cpu_vs_langgraph_cycle_cpu", "cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph"}
+SMALLEST = ["--cycles", "2", "--rates", "20,100,200", "--scale-levels", "10,20", "--workers", "1"]
+"""Smaller than `--quick`, as small as still shows each figure: a turn per client of each cycle run, the two click
+rates the ratios are set at (and the webhook's 200/s), two scale levels, one worker."""
 
 
-def run_bench(tmp_path: Path, scenarios: str) -> dict[str, Any]:
+def run_bench(tmp_path: Path, scenarios: str, *sizes: str) -> dict[str, Any]:
     env = dict(os.environ, HITL_BENCH_DATABASE_URL=require_postgres(), HITL_BENCH_REDIS_URL=require_redis())
     done = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--scenarios", scenarios, "--out", str(tmp_path),
-         "--db-name", f"hitl_bench_smoke_{uuid.uuid4().hex[:8]}"],
+         "--db-name", f"hitl_bench_smoke_{uuid.uuid4().hex[:8]}", *sizes],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -43,7 +46,7 @@ def is_number(value: Any) -> bool:
 
 
 def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> None:
-    results = run_bench(tmp_path, OURS)
+    results = run_bench(tmp_path, OURS, *SMALLEST)
 
     assert set(results["machine"]) == {"nproc", "memory_mib", "cpu_model"}
     assert results["date"] and len(results["commit"]) in (40, len("unknown"))

@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from engine.channels.inbound import accept
 from engine.jobs.recovery import recover_turn
@@ -107,7 +107,9 @@ def test_pruned_deliveries_still_count(stack: Stack) -> None:
         db.execute(update(Inbound).values(received_at=stack.rt.now() - timedelta(days=31)))
     accept(stack.rt, "slack", "Ev2", None, b"{}", None)
 
-    assert prune(stack.rt) == 2
+    prune(stack.rt)  # unless the worker's own sweep pruned them first (on PostgreSQL it sweeps every second)
+    with stack.rt.db.read() as db:
+        assert db.execute(select(Inbound.external_id)).scalars().all() == ["Ev2"]
     samples = scrape(stack)
 
     assert samples['hitl_webhook_deliveries_total{channel="slack"}'] == 2
