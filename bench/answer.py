@@ -3,7 +3,9 @@
 Parked turns are seeded in bulk; each click approves one of them through the gunicorn web processes,
 scheduled by the clock (never waiting on a response to send the next). A click's latency runs from the
 moment it was sent to the `at` of its turn's `turn.completed` event (stamped in the transaction that
-commits it); the response time is the webhook's own.
+commits it); the response time is the webhook's own. What a click costs is read around each rate: the CPU of
+every process, and the jobs (outbox rows written), PostgreSQL transactions and Redis commands per click
+(transactions include the harness's reads of `turn.completed`; commands, the bench's own queue reads).
 
 A click is a signed Slack `block_actions` interaction posted to `/slack/interactions` (the real webhook
 path: verified, stored as an inbound item, applied by a worker, the card updated through the fake Slack
@@ -18,7 +20,7 @@ from typing import Any
 
 from . import slack
 from .config import Bench
-from .measure import HttpRequest, completed_at, open_loop, summary
+from .measure import HttpRequest, completed_at, counts_now, open_loop, per_item, summary
 from .seed import Cloner, Parked, park_template
 from .stack import cpu_ms_per, cpu_seconds
 
@@ -27,6 +29,12 @@ def approve(parked: Parked) -> HttpRequest:
     """The REST approve of a parked turn's request."""
     body = json.dumps({"optionId": "approve"}).encode()
     return HttpRequest("PATCH", f"/api/requests/{parked.request_id}", body, {"Content-Type": "application/json"})
+
+
+def settled_counts(bench: Bench) -> dict[str, int]:
+    """`counts_now` once PostgreSQL's statistics caught up (`Sizes.stats_seconds`)."""
+    time.sleep(bench.sizes.stats_seconds)
+    return counts_now(bench.target)
 
 
 def run(bench: Bench) -> dict[str, Any]:
@@ -40,6 +48,7 @@ def run(bench: Bench) -> dict[str, Any]:
     pool = Cloner(bench.target, template).clone(sum(counts.values()))
     roles = {"web": deployment.web_pids(), "workers": deployment.worker_pids()}
     rates: dict[str, Any] = {}
+    counted = settled_counts(bench)
     for rate, n in counts.items():
         batch, pool = pool[:n], pool[n:]
         requests = [build(p) for p in batch]
@@ -48,4 +57,7 @@ def run(bench: Bench) -> dict[str, Any]:
         completed = completed_at(bench.target, batch, sizes.drain_seconds)
         rates[str(rate)] = {**summary(sent, completed, batch, gave_up=time.time()),
                             "cpu_ms_per_click": cpu_ms_per(before, cpu_seconds(roles), n)}
+        after = settled_counts(bench)
+        rates[str(rate)]["per_click"] = per_item(counted, after, n)
+        counted = after
     return {"click": bench.click, "seconds_per_rate": sizes.rate_seconds, "rates": rates}

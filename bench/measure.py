@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from redis import Redis
+from rq import Queue, Worker
 
 from engine.store.storage import pack_id, unpack_id
 from engine.store.tables import Base
@@ -129,6 +131,28 @@ def open_loop(port: int, requests: Sequence[HttpRequest], rate: float, timeout: 
 
 def send_one(port: int, request: HttpRequest, timeout: float = 30.0) -> Sent:
     return asyncio.run(_send(port, request, timeout))
+
+
+def counts_now(target: Target) -> dict[str, int]:
+    """Running totals of the deployment's work: outbox rows ever written (each a job, run by a worker from the
+    queue or by the job that wrote it), the jobs its workers took from the queue, committed transactions of its
+    database, and commands Redis has run (every client's)."""
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
+        jobs, transactions = conn.execute(
+            "SELECT (SELECT last_value FROM pg_sequences WHERE sequencename = 'outbox_id_seq'),"
+            " xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone() or (0, 0)
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+    with Redis.from_url(target.redis_url) as redis:
+        commands = sum(stat["calls"] for stat in redis.info("commandstats").values())
+        queued = sum(worker.successful_job_count + worker.failed_job_count
+                     for worker in Worker.all(connection=redis, queue=Queue(target.queue, connection=redis)))
+    return {"jobs": int(jobs or 0), "queued_jobs": queued, "transactions": int(transactions),
+            "redis_commands": commands}
+
+
+def per_item(before: dict[str, int], after: dict[str, int], count: int) -> dict[str, float]:
+    """Each running total's growth between two `counts_now` readings, per item."""
+    return {name: round((after[name] - before[name]) / count, 1) for name in after}
 
 
 def summary(sent: Sequence[Sent], completed: dict[str, float], parked: Sequence[Parked],

@@ -3,7 +3,8 @@
 The graph is the bench agent's loop: a model node proposes the `touch` call, an approval node calls
 `interrupt()` (the thread parks in the checkpointer), a tool node runs it, the model node answers. Each
 thread is parked with `invoke(...)` and resumed with `invoke(Command(resume="approve"))` in 1 and then 2
-processes (like 1 and 2 `hitl worker`s), with LangGraph's default durability.
+processes (like 1 and 2 `hitl worker`s), with LangGraph's default durability. The CPU of its processes,
+PostgreSQL's and Redis's is read over the park and the resume phases, as ours is (`stack.cpu_seconds`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import psycopg
 
 from .config import Bench
 from .measure import relation_bytes
-from .stack import conninfo, drop_database, recreate_database
+from .stack import conninfo, cpu_ms_per, cpu_seconds, drop_database, recreate_database
 
 BARRIER_SECONDS = 600.0
 
@@ -126,23 +127,30 @@ def cycle_run(dsn: str, processes: int, n: int) -> dict[str, Any]:
     workers = [context.Process(target=serve, args=(dsn, threads[i::processes], barrier)) for i in range(processes)]
     for worker in workers:
         worker.start()
+    roles = {"langgraph": [worker.pid for worker in workers if worker.pid is not None]}
     try:
         barrier.wait(BARRIER_SECONDS)
         before = checkpoint_bytes(dsn)
+        cpu_parking = cpu_seconds(roles)
         started = time.perf_counter()
         barrier.wait(BARRIER_SECONDS)
         park_s = time.perf_counter() - started
+        cpu_parked = cpu_seconds(roles)
         parked = checkpoint_bytes(dsn) - before
         barrier.wait(BARRIER_SECONDS)
+        cpu_resuming = cpu_seconds(roles)
         started = time.perf_counter()
         barrier.wait(BARRIER_SECONDS)
         resume_s = time.perf_counter() - started
+        cpu_resumed = cpu_seconds(roles)
     finally:
         for worker in workers:
             worker.join(30)
             if worker.is_alive():
                 worker.kill()
+    parking, resuming = cpu_ms_per(cpu_parking, cpu_parked, n), cpu_ms_per(cpu_resuming, cpu_resumed, n)
     return {"park_s": round(park_s, 3), "resume_s": round(resume_s, 3), "park_per_s": round(n / park_s, 1),
             "resume_per_s": round(n / resume_s, 1), "cycles_per_s": round(n / (park_s + resume_s), 1),
-            "bytes_per_parked_thread": round(parked / n)}
+            "bytes_per_parked_thread": round(parked / n),
+            "cpu_ms_per_cycle": {role: round(parking[role] + resuming[role], 1) for role in parking}}
 

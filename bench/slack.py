@@ -30,8 +30,8 @@ USER, CHANNEL = "UBENCH", "C0BENCH"
 ADDRESS = f"slack::{CHANNEL}:1700000000.000001"
 """The place every bench session lives (one workspace, so the team is left out of the address)."""
 CLICKER = slack_principal(USER, TEAM, CHANNEL)
-"""Who starts the turns and clicks Approve: the requester, whom the default response policy lets settle; of the
-workspace the fake's auth.test names (the bot token's), so the gateway's Slack admission hears the clicks."""
+"""Who starts the turns and clicks Approve: the requester, whom the default response policy lets settle, of the
+workspace the fake's `auth.test` names (the gateway hears only people of the workspaces it serves)."""
 
 _action_clock = count(1)
 

@@ -97,3 +97,8 @@ PLACE_TITLE_LENGTH = 40
 GROUP_MEMBERS_TTL_SECONDS = 300.0
 """How long the members of a platform group (a Slack user group, a GitHub team) are kept before they are looked up
 again: at most five minutes, so someone removed from the group loses their say within that."""
+
+RIDE_AFTER_SECONDS = 0.2
+"""How long a job's slow work (a tool, a model call) goes on before the deliveries the job collected run beside it
+(engine/jobs/outbox.py `riding`): a quick tool's turn is delivered at once with its card's update, a slow one's
+card is updated while it runs."""

@@ -160,6 +160,12 @@ def read_item(data: Mapping[str, Any] | None) -> InboundItem | None:
     return None
 
 
+SHOWN_EVENTS = frozenset({"assistant.message", "turn.failed", "approval.candidate", "input.requested",
+                          "input.resolved", "input.reminded", "input.escalated"})
+"""The events a channel shows (engine/channels/delivery.py `Delivery.handle`): a transaction that writes none of
+them queues no delivery (engine/jobs/runtime.py), and the next delivery passes over them."""
+
+
 class ChannelAdapter(Protocol):
     name: str
     one_at_a_time: bool

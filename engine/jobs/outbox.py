@@ -4,6 +4,8 @@ none runs for work that rolled back.
 * A transaction records a job's row (`record`, through `Runtime.enqueue`); once it commits, its rows are
   pushed to the executor (`push`), except the `run_turn` rows committed inside `following()`, which the job
   that committed them runs itself (engine/jobs/perform.py).
+* A delivery rides in the job whose transaction wants it (`RIDING_JOBS`): that job runs it itself when it ends,
+  or while slow work (a tool, a model call: `riding`) goes on for a while, rather than through the queue.
 * A job runs inside `running_job(row)`: the first transaction it commits deletes the row (`hand_off`), so a
   job that started is not pushed again; a job that commits none deletes it when it ends, unless it raised
   `TryLater` (what it needs cannot answer now): its row stays, and the sweep pushes it again.
@@ -15,9 +17,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,10 +50,13 @@ class TryLater(Exception):
 
 FOLLOW_UP_JOBS = frozenset({"run_turn"})
 """Jobs that a job which commits them runs itself when it ends (see `following`)."""
+RIDING_JOBS = frozenset({"deliver"})
+"""Jobs that any job which commits them runs itself (see `following`): a delivery costs no trip through the queue,
+and reaches the channel as soon as the job's work allows."""
 
 _job_row: ContextVar[int | None] = ContextVar("hitl_job_outbox_row", default=None)
 """The outbox row of the job this thread runs, until a transaction of the job deletes it."""
-_follow_ups: ContextVar[list[OutboxRow] | None] = ContextVar("hitl_follow_ups", default=None)
+_following: ContextVar[Following | None] = ContextVar("hitl_following", default=None)
 _OUTBOX = cast(Table, Outbox.__table__)
 _DELETE_JOB_ROW = delete(_OUTBOX).where(_OUTBOX.c.id == bindparam("row"))
 """A job's hand-off, in its first transaction (on the table: no ORM work), built once (see turns/transitions.py)."""
@@ -74,15 +81,13 @@ def hand_off(tx: Tx) -> bool:
 
 
 def committed(tx: Tx, handed_off: bool) -> list[OutboxRow]:
-    """After `tx` committed: the rows to push now (the follow-ups `following()` collects left out)."""
+    """After `tx` committed: the rows to push now (those `following()` collects left out)."""
     if handed_off:
         _job_row.set(None)
-    rows = tx.outbox
-    later = _follow_ups.get()
-    if later is not None:
-        later.extend(row for row in rows if row[1] in FOLLOW_UP_JOBS)
-        rows = [row for row in rows if row[1] not in FOLLOW_UP_JOBS]
-    return rows
+    current = _following.get()
+    if current is None:
+        return tx.outbox
+    return [row for row in tx.outbox if not current.collects(row)]
 
 
 @contextmanager
@@ -106,25 +111,77 @@ def running_job(rt: Runtime, outbox_id: int) -> Iterator[None]:
         _job_row.reset(token)
 
 
+@dataclass
+class Following:
+    """What a job collects of the rows its transactions commit, for it to run itself (engine/jobs/perform.py):
+    the deliveries (`RIDING_JOBS`) always, and the turns it resumes or starts (`FOLLOW_UP_JOBS`) when `turns`."""
+
+    run: Callable[[list[OutboxRow]], None]
+    """Runs rows in this job (`perform.perform_rows`)."""
+    turns: bool
+    rows: list[OutboxRow] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def collects(self, row: OutboxRow) -> bool:
+        if row[1] in RIDING_JOBS or (self.turns and row[1] in FOLLOW_UP_JOBS):
+            with self._lock:
+                self.rows.append(row)
+            return True
+        return False
+
+    def ride(self) -> None:
+        """Run the deliveries collected so far."""
+        with self._lock:
+            rides = [row for row in self.rows if row[1] in RIDING_JOBS]
+            self.rows[:] = [row for row in self.rows if row[1] not in RIDING_JOBS]
+        if rides:
+            self.run(rides)
+
+    @contextmanager
+    def riding(self) -> Iterator[None]:
+        """Around slow work: the deliveries collected so far run once it has taken RIDE_AFTER_SECONDS, in a thread
+        of their own while it goes on; work done sooner leaves them to be delivered with what comes after it."""
+        with self._lock:
+            waiting = any(row[1] in RIDING_JOBS for row in self.rows)
+        if not waiting:
+            yield
+            return
+        timer = threading.Timer(defaults.RIDE_AFTER_SECONDS, self.ride)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            timer.join()  # a delivery under way ends before the job goes on
+
+
 @contextmanager
-def following(rt: Runtime, collect: bool = True) -> Iterator[list[OutboxRow]]:
-    """Collect, instead of pushing, the `run_turn` jobs the transactions inside commit: the job that
-    applied an answer (or a message) then runs the turn itself, in the same worker, without a trip
-    through the queue (`jobs.perform`). Their outbox rows stay until each starts, as for any job: if
-    this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as
-    usual. With `collect` False, nothing is collected (the jobs are pushed)."""
-    later: list[OutboxRow] = []
-    if not collect:
-        yield later
-        return
-    token = _follow_ups.set(later)
+def following(rt: Runtime, run: Callable[[list[OutboxRow]], None], turns: bool,
+              carried: Sequence[OutboxRow] = ()) -> Iterator[list[OutboxRow]]:
+    """Collect, instead of pushing, the deliveries the transactions inside commit and, with `turns`, the
+    `run_turn` jobs: the job that applied an answer (or a message) then runs the turn itself, in the same
+    worker, without a trip through the queue, and any job delivers its own events (`jobs.perform`), with the
+    deliveries `carried` from the job before it. Their outbox rows stay until each starts, as for any job: if
+    this process dies first, sweep() pushes them. If the block fails, what it collected is pushed as usual.
+    `riding()` inside wraps slow work."""
+    current = Following(run, turns, list(carried))
+    token = _following.set(current)
     try:
-        yield later
+        yield current.rows
     except BaseException:
-        _follow_ups.reset(token)
-        push(rt, later)
+        _following.reset(token)
+        push(rt, current.rows)
         raise
-    _follow_ups.reset(token)
+    _following.reset(token)
+
+
+def riding() -> AbstractContextManager[None]:
+    """Around a job's slow work (a tool, a model call): the deliveries it collected so far run if that work takes
+    a while (`Following.riding`), so what its turn said reaches the channel without waiting for the work, and
+    work done at once costs no delivery of its own."""
+    current = _following.get()
+    return current.riding() if current is not None else nullcontext()
 
 
 def push(rt: Runtime, rows: list[OutboxRow]) -> None:

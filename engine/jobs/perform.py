@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from engine.answers import places
 from engine.channels import delivery, groups, inbound
 from engine.jobs import callbacks, recovery
-from engine.jobs.outbox import OutboxRow
+from engine.jobs.outbox import FOLLOW_UP_JOBS, OutboxRow
 from engine.jobs.runtime import Runtime, current
 from engine.turns import runner
 
@@ -34,22 +35,38 @@ the whole job timeout to itself; any other goes to the queue, to be shared among
 
 
 def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
-    """Run the job of outbox row `outbox_id` (both executors come here), then the turn it followed up with.
-    A follow-up that fails is handed to the queue, to be retried there as any job."""
+    """Run the job of outbox row `outbox_id` (both executors come here), then the rows it collected: the turn it
+    followed up with, carrying the job's deliveries (an answer's card is updated with what its turn says, or while
+    the turn's tool runs, if that takes a while), else the deliveries alone."""
     later = perform_one(rt, job, outbox_id, args)
-    if not later:
+    turns = [row for row in later if row[1] in FOLLOW_UP_JOBS]
+    rides = [row for row in later if row[1] not in FOLLOW_UP_JOBS]
+    if not turns:
+        perform_rows(rt, rides)
         return
-    (row_id, name, row_args), rest = later[0], later[1:]
-    rt.push(rest)
-    try:
-        perform_one(rt, name, row_id, row_args)
-    except Exception:
-        log.exception("%s, a follow-up of %s, failed; it goes to the queue", name, job)
-        rt.push([(row_id, name, row_args)])
+    rt.push(turns[1:])
+    perform_rows(rt, turns[:1], rides)
 
 
-def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> list[OutboxRow]:
-    with rt.running_job(outbox_id), rt.following(job in FOLLOWED) as later:
+def perform_rows(rt: Runtime, rows: list[OutboxRow], carried: list[OutboxRow] | None = None) -> None:
+    """Run committed outbox rows in this job, each one's own deliveries after it (the first one's with those
+    `carried`). One that fails is handed to the queue, to be retried there as any job."""
+    for row_id, name, row_args in rows:
+        try:
+            later = perform_one(rt, name, row_id, row_args, carried or [])
+        except Exception:
+            log.exception("%s (outbox row %s), run by the job that wanted it, failed; it goes to the queue",
+                          name, row_id)
+            rt.push([(row_id, name, row_args)])
+        else:
+            perform_rows(rt, later)
+        carried = None
+
+
+def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any],
+                carried: list[OutboxRow] | None = None) -> list[OutboxRow]:
+    with rt.running_job(outbox_id), \
+            rt.following(partial(perform_rows, rt), job in FOLLOWED, carried or []) as later:
         IMPLEMENTATIONS[job](rt, *args)
     return later
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from engine import defaults
 from engine.agent import Agent
-from engine.channels.contract import ChannelAdapter
+from engine.channels.contract import SHOWN_EVENTS, ChannelAdapter
 from engine.channels.groups import PlatformGroups
 from engine.jobs import outbox
 from engine.jobs.outbox import OutboxRow
@@ -101,16 +101,24 @@ class Runtime:
         """Run the job of outbox row `outbox_id` in this thread (`outbox.running_job`)."""
         return outbox.running_job(self, outbox_id)
 
-    def following(self, collect: bool = True) -> AbstractContextManager[list[OutboxRow]]:
-        """Collect the `run_turn` jobs the transactions inside commit, for this job to run (`outbox.following`)."""
-        return outbox.following(self, collect)
+    def following(self, run: Callable[[list[OutboxRow]], None] | None = None, turns: bool = True,
+                  carried: Sequence[OutboxRow] = ()) -> AbstractContextManager[list[OutboxRow]]:
+        """Collect the deliveries and (with `turns`) the `run_turn` jobs the transactions inside commit, for this
+        job to run with `run` (`outbox.following`; without `run`, deliveries are pushed when they ride)."""
+        return outbox.following(self, run or self.push, turns, carried)
+
+    def riding(self) -> AbstractContextManager[None]:
+        """Around slow work: this job's deliveries run if it takes a while (`outbox.riding`)."""
+        return outbox.riding()
 
     def _deliver_events(self, tx: Tx) -> None:
-        """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote, unless
-        one is already queued and has not started (it will read these events too)."""
+        """Sessions bound to a channel adapter get a deliver job for the events this transaction wrote that a
+        channel shows (SHOWN_EVENTS), unless one is already queued and has not started (it will read these events
+        too)."""
         if not self.channels:
             return
-        touched = dict.fromkeys(event["session_id"] for event in tx.events)  # (in the order they were written)
+        touched = dict.fromkeys(  # (in the order they were written)
+            event["session_id"] for event in tx.events if event["type"] in SHOWN_EVENTS)
         # at most one queued delivery per session: the job clears the flag before it reads the events
         flagged, unheld = [], []
         for session_id in touched:

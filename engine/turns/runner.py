@@ -118,7 +118,8 @@ class Driver:
         self.keeper = LeaseKeeper(self.rt, self.turn_id, self.run_id)
         self.keeper.start()
         while work is not None:
-            done = run_tool(work) if isinstance(work, RunTool) else call_model(self.rt, self.session_id, work)
+            with self.rt.riding():  # what the turn said so far reaches its channel if the work takes a while
+                done = run_tool(work) if isinstance(work, RunTool) else call_model(self.rt, self.session_id, work)
             self.unrecorded = done
             with self.rt.transaction() as db:
                 work = self.record(db, self.fenced(db), done)

@@ -18,12 +18,13 @@ from tests.support.services import require_postgres, require_redis
 ROOT = Path(__file__).resolve().parents[2]
 OURS = "floor,cycles,answer,cost,scale"
 """Every scenario but LangGraph's, which needs the `bench` extra (CI installs only `test`)."""
-RATIO_KEYS = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph", "answer_to_completed_p50_vs_floor",
-              "answer_to_completed_p99_vs_floor", "webhook_p99_ms_at_200rps", "settle_100k_vs_1k"}
-NEEDS_LANGGRAPH = {"cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph"}
-SMALLEST = ["--cycles", "2", "--rates", "50,200", "--scale-levels", "10,20", "--workers", "1"]
+RATIO_KEYS = {"click_cpu_vs_langgraph_cycle_cpu", "completed_vs_offered_at_100", "answer_p99_ms_at_100",
+              "answer_p50_at_20_vs_floor", "cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph",
+              "webhook_p99_ms_at_200rps", "settle_100k_vs_1k", "rss_after_vs_before"}
+NEEDS_LANGGRAPH = {"click_cpu_vs_langgraph_cycle_cpu", "cycles_vs_langgraph", "bytes_per_parked_turn_vs_langgraph"}
+SMALLEST = ["--cycles", "2", "--rates", "20,100,200", "--scale-levels", "10,20", "--workers", "1"]
 """Smaller than `--quick`, as small as still shows each figure: a turn per client of each cycle run, the two click
-rates the ratios are set at, two scale levels, one worker."""
+rates the ratios are set at (and the webhook's 200/s), two scale levels, one worker."""
 
 
 def run_bench(tmp_path: Path, scenarios: str, *sizes: str) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
     assert set(results["machine"]) == {"nproc", "memory_mib", "cpu_model"}
     assert results["date"] and len(results["commit"]) in (40, len("unknown"))
     ratios = results["ratios"]
-    assert RATIO_KEYS <= set(ratios)
+    assert set(ratios) == RATIO_KEYS
     for key in RATIO_KEYS - NEEDS_LANGGRAPH:
         assert is_number(ratios[key]), (key, ratios[key])
     assert all(ratios[key] is None for key in NEEDS_LANGGRAPH)  # LangGraph did not run
@@ -64,7 +65,9 @@ def test_a_quick_run_of_our_scenarios_writes_every_figure(tmp_path: Path) -> Non
         assert run["cpu_ms_per_cycle"]["workers"] > 0  # the workers' processes were found and read
     for rate in results["answer"]["rates"].values():
         assert rate["sent"] and rate["errors"] == 0  # every click accepted (figures are not asserted)
-        assert rate["completed"] == rate["sent"]  # and every clicked turn went on to complete
+        assert rate["completed"] == rate["sent"]  # and each one's turn completed (a click not taken never does)
+        assert set(rate["per_click"]) == {"jobs", "queued_jobs", "transactions", "redis_commands"}
+        assert rate["per_click"]["jobs"] >= 1  # the outbox's sequence was read
         assert set(rate["cpu_ms_per_click"]) == {"web", "workers", "postgres", "redis"}
     # the gunicorn workers were found and read (over every rate: a few clicks may take less than a clock tick)
     assert sum(rate["cpu_ms_per_click"]["web"] * rate["sent"] for rate in results["answer"]["rates"].values()) > 0
@@ -82,3 +85,5 @@ def test_langgraph_runs_side_by_side_when_installed(tmp_path: Path) -> None:
 
     for run in results["langgraph"]["runs"].values():
         assert is_number(run["cycles_per_s"]) and is_number(run["bytes_per_parked_thread"])
+        assert set(run["cpu_ms_per_cycle"]) == {"langgraph", "postgres", "redis"}
+        assert run["cpu_ms_per_cycle"]["langgraph"] > 0  # its processes were found and read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -11,15 +12,19 @@ from unittest.mock import ANY
 import pytest
 from sqlalchemy import func, select
 
-from engine.channels.delivery import claim, deliver, release
+from engine.channels.contract import SHOWN_EVENTS, Choice
+from engine.channels.delivery import Delivery, Pending, claim, deliver, release
+from engine.channels.inbound import accept
 from engine.jobs.perform import perform
 from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
+from engine.policies import SessionInfo
 from engine.protocol import api_key_principal
+from engine.store.events import emit
 from engine.store.tables import Event, Session
 from engine.turns.sessions import open_session
 from tests.conftest import Stack, recorded, sqlite_settings
-from tests.support.agent import script
+from tests.support.agent import script, steered, thinking, wait_for
 from tests.support.fake_channel import RecordingChannel
 
 REFUNDS = script([("refund", {"charge_id": "a", "amount": 1}), ("refund", {"charge_id": "b", "amount": 2})])
@@ -302,3 +307,86 @@ def test_requests_that_expire_together_close_together_and_only_the_next_open_one
     assert [c for c in channel.calls if c[0] in ("show", "update")] == [
         ("show", first["requestId"], 1, 3), ("update", first["requestId"], "expired", ANY),
         ("show", deploy["requestId"], 1, 1)]
+
+
+def documented_event_types() -> set[str]:
+    """The event types of docs/protocol.md's table of events (the code spans of its first column)."""
+    table = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    return {span for row in re.findall(r"^\| (`[a-z]+\.[a-z]+`.*?) \|", table, re.MULTILINE)
+            for span in re.findall(r"`([a-z]+\.[a-z]+)`", row)}
+
+
+def test_only_the_events_a_channel_shows_queue_a_delivery(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """Delivery turns only SHOWN_EVENTS into posts, so a transaction that writes none of them (a turn started, a
+    call's result) queues no delivery; the next delivery passes over them, and the cursor ends past them all."""
+    stack, channel = channel_stack
+    documented = documented_event_types()
+    assert SHOWN_EVENTS <= documented and "turn.started" in documented
+    pending = Pending(channel, SessionInfo("s", "agent", "fake", "fake:room:1", None), [])
+    anything = {"text": "hi", "error": {"message": "no"}, "outcome": "rejected", "approvals": {"have": 1},
+                "resolutions": [], "requestId": "r", "requests": [], "result": {}}
+    for type_ in sorted(documented - SHOWN_EVENTS):
+        Delivery(stack.rt, channel, "s", pending).handle(Event(session_id="s", seq=1, type=type_, data=anything))
+    assert channel.calls == [] and pending.unrecorded == []
+
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    with recorded(stack.rt.db.engine, "before_cursor_execute") as statements, \
+            stack.rt.transaction() as db:  # as a turn's claim: it writes only turn.started
+        emit(db, sid, "turn.started", {"runId": "run_x"}, turn_id=None, at=stack.rt.now())
+    assert not [s for s in statements if s.startswith("INSERT INTO outbox")]
+    with stack.rt.db.read() as db:
+        assert db.get_one(Session, sid).delivered_seq == db.get_one(Session, sid).event_seq - 1
+
+    stack.answer(first["requestId"], "approve")
+    stack.answer(second["requestId"], "approve")
+    with stack.rt.db.read() as db:
+        session = db.get_one(Session, sid)
+        assert session.delivered_seq == session.event_seq and not session.delivery_queued
+    assert channel.calls[-1][0] == "say" and channel.calls[-1][1].startswith("done")
+
+
+def test_a_click_its_card_and_the_turn_it_resumes_are_one_job(
+        channel_stack: tuple[Stack, RecordingChannel], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job that applies a click runs the turn it resumes, then delivers the card's update and what the turn
+    said at once: one job, nothing more through the queue, one delivery."""
+    stack, channel = channel_stack
+    sid = start(stack)
+    first, second = stack.pending(sid)
+    stack.answer(first["requestId"], "approve")
+    submitted: list[str] = []
+    submit = stack.rt.executor.submit
+
+    def counted(runtime: Runtime, job: str, *args: Any, **kwargs: Any) -> None:
+        submitted.append(job)
+        submit(runtime, job, *args, **kwargs)
+
+    monkeypatch.setattr(stack.rt.executor, "submit", counted)
+    calls = len(channel.calls)
+    accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(second["requestId"], 1))
+    stack.settle()
+
+    assert stack.turn(sid)["status"] == "completed"
+    assert submitted == ["process_inbound"]
+    assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
+    assert channel.calls[-1][1].startswith("done")
+
+
+def test_a_slow_step_does_not_hold_back_the_card(channel_stack: tuple[Stack, RecordingChannel]) -> None:
+    """While the resumed turn's model takes its time, the click's card is updated beside it (RIDE_AFTER_SECONDS);
+    what the turn says is delivered when it has said it."""
+    stack, channel = channel_stack
+    opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
+                          message=script([("refund", {"charge_id": "a", "amount": 1})], think=True))
+    stack.settle()
+    [request] = stack.pending(opened.session_id)
+    calls = len(channel.calls)
+    accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(request["requestId"], 1))
+    wait_for(thinking, 10, "the model to think")
+    wait_for(lambda: any(c[0] == "update" for c in channel.calls[calls:]), 10, "the card's update")
+
+    assert not [c for c in channel.calls[calls:] if c[0] == "say"]  # the model is still thinking
+    steered()
+    stack.settle()
+    assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
+    assert stack.turn(opened.session_id)["status"] == "completed"

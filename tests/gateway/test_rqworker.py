@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from redis.client import PubSub
+from redis.client import Pipeline, PubSub
 from rq import Queue, SimpleWorker
 from rq.exceptions import SchedulerNotFound
 from rq.scheduler import RQScheduler
@@ -24,7 +24,7 @@ from engine.jobs.executors import RQExecutor
 from engine.protocol import api_key_principal
 from engine.turns.sessions import open_session
 from gateway.compose import build_runtime
-from gateway.rqworker import WORKER_CLASSES
+from gateway.rqworker import HEARTBEAT_SLACK_SECONDS, WORKER_CLASSES
 from gateway.settings import Settings
 from tests.conftest import API_KEYS, TEST_AGENT, Stack, WorkerProcess, children, truncate_all, worker_env
 from tests.support.agent import read_ledger, script, started, wait_for
@@ -169,3 +169,58 @@ def test_a_sigkilled_worker_leaves_no_scheduler_behind(postgres_url: str, redis_
                 os.kill(orphan.pid, signal.SIGKILL)  # without the fix it would run, holding the lock, for good
         first.log.close()
         connection.close()
+
+
+def round_trips_per_job(worker_class: type[BaseWorker], redis_url: str, monkeypatch: pytest.MonkeyPatch,
+                        jobs: int = 20) -> tuple[float, int]:
+    """The round trips to Redis a worker of `worker_class` makes per job (a command on its own, or a pipeline),
+    over a burst of `jobs` no-op jobs; and the least time to live its registration had when a job started."""
+    connection = Redis.from_url(redis_url)
+    queue = Queue(f"test-{uuid.uuid4().hex[:12]}", connection=connection)
+    for _ in range(jobs):
+        queue.enqueue("os.getpid")
+    made = [0]
+    commands, pipelines = Redis.execute_command, Pipeline.execute
+
+    def command(self: Redis, *args: Any, **kwargs: Any) -> Any:
+        made[0] += 1
+        return commands(self, *args, **kwargs)
+
+    def pipeline(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
+        made[0] += 1
+        return pipelines(self, *args, **kwargs)
+
+    ttls: list[int] = []
+    execute = worker_class.execute_job
+
+    def execute_job(self: BaseWorker, *args: Any, **kwargs: Any) -> Any:
+        ttls.append(commands(connection, "TTL", self.key))  # (not counted)
+        return execute(self, *args, **kwargs)
+
+    worker = worker_class([queue], connection=connection)
+    with monkeypatch.context() as patched:
+        patched.setattr(Redis, "execute_command", command)
+        patched.setattr(Pipeline, "execute", pipeline)
+        patched.setattr(worker_class, "execute_job", execute_job)
+        worker.work(burst=True)
+    assert queue.finished_job_registry.count == jobs == len(ttls)
+    queue.delete(delete_jobs=True)
+    return made[0] / jobs, min(ttls)
+
+
+class StockBeats(WORKER_CLASSES["simple"]):  # type: ignore[misc,valid-type]
+    """Ours with RQ's own heartbeat and state (and our prompt shutdown: RQ's waits out its listener)."""
+
+    heartbeat = BaseWorker.heartbeat
+    set_state = BaseWorker.set_state
+
+
+def test_the_simple_worker_sends_no_heartbeat_or_state_redis_has(redis_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """RQ's worker renews its registration three times a job and says `idle` twice; ours does each once, and its
+    registration never has less time to live than RQ's would."""
+    ours, ours_ttl = round_trips_per_job(WORKER_CLASSES["simple"], redis_url, monkeypatch)
+    theirs, their_ttl = round_trips_per_job(StockBeats, redis_url, monkeypatch)
+
+    assert ours <= theirs - 5, (ours, theirs)  # (about 15 against 22)
+    assert ours_ttl >= their_ttl - HEARTBEAT_SLACK_SECONDS - 2  # (2: a slow machine)
