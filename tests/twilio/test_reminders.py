@@ -12,6 +12,7 @@ from adapters.twilio.render import render_confirmation, render_reminder_sms, seg
 from engine.channels.delivery import place_title
 from engine.protocol import TIMEOUT_PRINCIPAL
 from engine.store.queries import title_of
+from engine.store.tables import Session
 from tests.conftest import WorkerProcess, more_workers
 from tests.support.agent import read_ledger, script, wait_for
 from tests.twilio.support import ALICE, BOB, Sms, _shared, twilio_stack
@@ -25,6 +26,13 @@ def reminders(sms: Sms, number: str) -> list[str]:
     return [body for body in sms.inbox(number) if body.startswith("Reminder:")]
 
 
+def delivered(sms: Sms, number: str) -> bool:
+    """Whether the number's session has every event delivered and no deliverer holds it."""
+    with sms.stack.rt.db.read() as db:
+        session = db.get_one(Session, sms.session_at(number))
+        return session.delivery_lease_until is None and not session.delivery_queued
+
+
 def test_each_reminder_is_texted_once_by_four_workers_and_across_a_restart(request: pytest.FixtureRequest,
                                                                            tmp_path: Path) -> None:
     """Every second, twice at most: four workers sweep when the first falls due; then every worker dies (SIGKILL)
@@ -33,6 +41,8 @@ def test_each_reminder_is_texted_once_by_four_workers_and_across_a_restart(reque
         sms.text(ALICE, script([("nudged_refund", {"amount": 5})], final="refunded"))
         assert sms.inbox(ALICE)[-1] == PROMPT
         wait_for(lambda: reminders(sms, ALICE), timeout=15, what="the first reminder")
+        # (a worker killed while it still held the delivery's lease would hold the next reminder back a minute)
+        wait_for(lambda: delivered(sms, ALICE), timeout=15, what="the first reminder's delivery to end")
 
         queue, shared = _shared["worker"]
         for worker in [*more, shared]:
