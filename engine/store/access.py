@@ -46,12 +46,18 @@ def sessions_seen_by(principal: Principal | None) -> ColumnElement[bool]:
 
 def session_ways(principal: Principal) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
     """The two ways `principal` sees a session, apart, each read from an index of its own in the session list's
-    order (engine/store/queries.py `list_sessions`): it started it (its digest), or another principal of its
-    person did (their principal ids, read in the same statement: none for a principal that is nobody's)."""
+    order (engine/store/queries.py `list_sessions`): it started it (its principal id, and its digest: the same id
+    from another authenticator or issuer is another identity), or another principal of its person did (their
+    principal ids, read in the same statement: none for a principal that is nobody's)."""
     digest = principal_digest(principal.wire())
-    return (Session.initiator_digest == digest,
+    return (started_by(principal, digest),
             and_(Session.initiator_id.in_(linked_principals(principal.principal_id)),
                  Session.initiator_digest != digest))
+
+
+def started_by(principal: Principal, digest: str | None) -> ColumnElement[bool]:
+    """The sessions `principal` started: read by its principal id's index (migration 0015)."""
+    return and_(Session.initiator_id == principal.principal_id, Session.initiator_digest == digest)
 
 
 def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
@@ -69,8 +75,7 @@ def requests_seen_by(principal: Principal | None) -> ColumnElement[bool]:
     asked = aliased(InputRequest)  # not the outer query's table: the subquery stands on its own
     named = select(RequestApprover.request_id).where(RequestApprover.request_id == asked.request_id).exists()
     return InputRequest.request_id.in_(union(
-        select(asked.request_id).join(Session, Session.id == asked.session_id)
-        .where(Session.initiator_digest == digest),
+        select(asked.request_id).join(Session, Session.id == asked.session_id).where(started_by(principal, digest)),
         select(asked.request_id).join(Session, Session.id == asked.session_id)
         .where(Session.initiator_id.in_(linked)),
         select(ResponseCandidate.request_id).where(ResponseCandidate.responder_digest == digest),

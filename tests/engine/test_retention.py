@@ -222,7 +222,7 @@ def test_the_session_list_reads_the_newest_sessions_through_its_index(crowded: R
 
 def test_a_persons_session_list_reads_their_sessions_through_an_index(crowded: Runtime) -> None:
     """GET /api/sessions for a key linked to a person: a page of the sessions it started, read from its digest's
-    index in order, and a page of those its person's other principals started, from the index on their principal
+    index in order, and a page of those its person's other principals started, from the same index on their principal
     ids (those older than the cursor); this page is the newest of both. A key that is nobody's reads the same way
     (its person's part finds nobody at once), in as many statements as the operator's list."""
     carol = api_key_principal("carol")
@@ -249,7 +249,7 @@ def test_a_persons_session_list_reads_their_sessions_through_an_index(crowded: R
 
     for query in (first_page, next_page, unlinked):
         read = plan(crowded.db, query)
-        assert "Scan Backward using ix_sessions_initiator_digest_created_at" in read, read  # its own, in order
+        assert "Scan Backward using ix_sessions_initiator_id_created_at" in read, read  # its own, in order
         assert "Bitmap Index Scan on ix_sessions_initiator_id_created_at" in read, read  # its person's others'
         assert "Seq Scan" not in read and "ix_sessions_created_at_id" not in read, read
     everyone = len(statements_of(crowded.db, lambda: list_sessions(crowded, limit=100)))

@@ -58,9 +58,8 @@ class Session(Base):
     __table_args__ = (
         Index("ix_sessions_channel_address", "channel", "address"),
         Index("ix_sessions_created_at_id", "created_at", "id"),  # the session list's order, newest first
-        # a user's or an agent's sessions, newest first (engine/store/access.py)
-        Index("ix_sessions_initiator_digest_created_at", "initiator_digest", "created_at", "id"),
-        # the sessions any principal of a person started, newest first (engine/store/access.py)
+        # the sessions a principal, or any principal of a person, started, newest first (engine/store/access.py;
+        # on PostgreSQL, statistics on initiator_id's and initiator_digest's dependency: migration 0015)
         Index("ix_sessions_initiator_id_created_at", "initiator_id", "created_at", "id"),
     )
 
