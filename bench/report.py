@@ -134,6 +134,8 @@ def figures(results: dict[str, Any]) -> list[tuple[str, Any]]:
                      f"{done['p50']}/{done['p95']}/{done['p99']} ({web['p50']}/{web['p99']}; "
                      f"{run['completed']}/{run['sent']}, {run['completed_per_s']})"))
         rows.append(by_role(f"CPU ms per click at {rate}/s", run["cpu_ms_per_click"]))
+        if run.get("per_click"):
+            rows.append(by_role(f"per click at {rate}/s", run["per_click"]))
     for count in (1, 2):
         floor = dig(results, "floor", f"consumers_{count}")
         if floor:
