@@ -70,7 +70,7 @@ class Stack:
             client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {KEYS[who]}"
         return client
 
-    def settle(self, timeout: float = 60.0) -> None:
+    def wait_idle(self, timeout: float = 60.0) -> None:
         """Wait until no job is left: no turn running or ready to run, no outbox row whose job has not started."""
         if isinstance(self.rt.executor, InlineExecutor):
             assert self.rt.executor.join(timeout), "in-process jobs did not finish"
@@ -116,7 +116,7 @@ class Stack:
     def start(self, message: str, who: str | None = "alice") -> tuple[str, str]:
         """Open a session whose first turn is `message` from `who`; wait until it parks or ends."""
         opened = open_session(self.rt, api_key_principal(who) if who else None, message=message)
-        self.settle()
+        self.wait_idle()
         assert opened.turn_id is not None
         return opened.session_id, opened.turn_id
 
@@ -124,18 +124,18 @@ class Stack:
         return list_requests(self.rt, status="pending", session_id=session_id)["requests"]
 
     def answer(self, request_id: str, option_id: str | None = None, text: str | None = None,
-               who: str = "alice", settle: bool = True, edited: dict[str, Any] | None = None) -> ResponseResult:
+               who: str = "alice", wait: bool = True, edited: dict[str, Any] | None = None) -> ResponseResult:
         response = InputResponse(request_id=request_id, option_id=option_id, text=text, input=edited)
         [result] = submit_responses(self.rt, api_key_principal(who), [response])
-        if settle:
-            self.settle()
+        if wait:
+            self.wait_idle()
         return result
 
     def say(self, session_id: str, text: str, who: str | None = "alice", turn_policy: str = "steer") -> Posted:
         """`who` sends a message to the session, as a channel or the API would; waits for the jobs."""
         posted = post_message(self.rt, session_id, api_key_principal(who) if who else None, text,
                               turn_policy)  # type: ignore[arg-type]
-        self.settle()
+        self.wait_idle()
         return posted
 
     def events(self, session_id: str) -> list[dict[str, Any]]:

@@ -83,7 +83,7 @@ def test_the_callback_receiver_takes_a_signed_callback_once_and_refuses_others(g
         asked = hitl.request_answer("Which plan?", options=["Basic", "Pro"],
                                     callback_url=f"http://127.0.0.1:{server.server_port}/hitl")
         hitl.wait(asked["requestId"], timeout=10)
-        stack.settle()
+        stack.wait_idle()
     finally:
         server.shutdown()
         server.server_close()

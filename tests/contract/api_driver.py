@@ -28,7 +28,7 @@ class ApiDriver:
     def open(self, message: str, who: str) -> str:
         response = self.stack.client(who).post("/api/sessions", json={"message": message})
         assert response.status_code == 201, response.get_json()
-        self.stack.settle()
+        self.stack.wait_idle()
         return str(response.get_json()["id"])
 
     def shown(self, session_id: str) -> list[Shown]:
@@ -47,7 +47,7 @@ class ApiDriver:
         response = self.stack.client(who).patch(f"/api/requests/{request_id}", json={"optionId": option_id})
         if response.status_code in (403, 404):  # refused, or (another's) not theirs to see
             self.refusals.setdefault(who, []).append(response.get_json()["error"]["message"])
-        self.stack.settle()
+        self.stack.wait_idle()
 
     def type(self, session_id: str, text: str, who: str) -> None:
         response = self.stack.client(who).post(f"/api/sessions/{session_id}/input", json={"message": text})
@@ -55,7 +55,7 @@ class ApiDriver:
         for result in response.get_json().get("results", []):
             if result["status"] == "refused":
                 self.refusals.setdefault(who, []).append(result["reason"])
-        self.stack.settle()
+        self.stack.wait_idle()
 
     def told(self, session_id: str, who: str) -> list[str]:
         return self.refusals.get(who, [])

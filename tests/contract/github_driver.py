@@ -55,7 +55,7 @@ class GithubDriver:
         created = self.stack.client(who).post("/api/sessions", json={
             "message": message, "channel": "github", "address": {"repo": REPO, "issue": issue}})
         assert created.status_code == 201, created.get_json()
-        self.github.settle()
+        self.github.wait_idle()
         self.issues[session_id := str(created.get_json()["id"])] = issue
         return session_id
 

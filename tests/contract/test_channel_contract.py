@@ -161,7 +161,7 @@ def expire_the_refund(driver: Driver) -> None:
     now = driver.stack.rt.clock()
     driver.stack.rt.clock = lambda: now + timedelta(minutes=11)
     assert sweep(driver.stack.rt).expired == 1
-    driver.stack.settle()
+    driver.stack.wait_idle()
 
 
 def test_an_expired_prompt_closes_and_the_next_request_is_shown(driver: Driver) -> None:
@@ -185,7 +185,7 @@ def test_a_steer_closes_every_open_prompt(driver: Driver) -> None:
 def test_a_cancelled_turn_closes_every_open_prompt(driver: Driver) -> None:
     sid = driver.open(REFUND_AND_DEPLOY, "alice")
     cancel_turn(driver.stack.rt, sid, operator_principal("ops"))
-    driver.stack.settle()
+    driver.stack.wait_idle()
     assert [s.open for s in driver.shown(sid)] in ([False], [False, False])
     assert driver.stack.turn(sid)["status"] == "cancelled" and refunds() == deploys() == []
 
@@ -214,7 +214,7 @@ def test_when_the_shown_prompt_expires_the_next_is_posted_once(text_driver: Text
     [at] = prompts_of(said, "env=prod")
     assert prompts_of(said, "charge_id=ch_1")[0] < at == len(said) - 1  # after the refund's, and last
     sweep(text_driver.stack.rt)
-    text_driver.stack.settle()
+    text_driver.stack.wait_idle()
     assert text_driver.said(sid) == said  # nothing posted twice
     text_driver.press(sid, deploy.request_id, "approve", "alice")
     after = text_driver.said(sid)[len(said):]
@@ -228,13 +228,13 @@ def test_when_the_turns_person_cancels_it_the_shown_prompt_closes_and_nothing_mo
     assert refund.open
     response = text_driver.stack.client("alice").post(f"/api/sessions/{sid}/cancel")
     assert response.status_code == 202, response.get_json()
-    text_driver.stack.settle()
+    text_driver.stack.wait_idle()
     [refund] = text_driver.shown(sid)
     assert not refund.open and "No longer needed." in outcome_line(refund)
     said = text_driver.said(sid)
     assert prompts_of(said, "env=prod") == [] and len(prompts_of(said, "charge_id=ch_1")) == 1
     sweep(text_driver.stack.rt)
-    text_driver.stack.settle()
+    text_driver.stack.wait_idle()
     assert text_driver.said(sid) == said
 
 

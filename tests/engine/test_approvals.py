@@ -151,8 +151,8 @@ def test_custom_policy_status_forms(stack: Stack) -> None:
     while pending := stack.pending(sid):
         asked.extend(r["action"]["input"]["form"] for r in pending)
         for r in pending:
-            stack.answer(r["requestId"], "approve", settle=False)
-        stack.settle()
+            stack.answer(r["requestId"], "approve", wait=False)
+        stack.wait_idle()
 
     assert asked == ["true", "true", "user-approval", "user-approval"]
     ran_forms = sorted(e["form"] for e in read_ledger())
@@ -184,8 +184,8 @@ def test_auto_reviewer(stack: Stack) -> None:
     assert [e["verdict"] for e in ran("reviewed")] == ["clear"]
     assert ran("reviewed")[0]["note"] == "reviewer says clear"
     for r in pending:
-        stack.answer(r["requestId"], "approve", settle=False)
-    stack.settle()
+        stack.answer(r["requestId"], "approve", wait=False)
+    stack.wait_idle()
     assert sorted(e["verdict"] for e in ran("reviewed")) == ["caution", "clear", "error", "garbage"]
     assert "reviewer says deny" in stack.turn(sid)["result"]
 
@@ -233,15 +233,15 @@ def test_the_default_policy_settles_in_the_transaction_that_stores_the_response(
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})], [("payout", {"amount": 4})]))
     [refund] = stack.pending(sid)
     commits.clear()
-    assert stack.answer(refund["requestId"], "approve", settle=False).status == "settled"
+    assert stack.answer(refund["requestId"], "approve", wait=False).status == "settled"
     assert len(commits) == 1
 
-    stack.settle()
+    stack.wait_idle()
     [payout] = stack.pending(sid)
     commits.clear()
-    assert stack.answer(payout["requestId"], "approve", who="bob", settle=False).status == "settled"
+    assert stack.answer(payout["requestId"], "approve", who="bob", wait=False).status == "settled"
     assert len(commits) == 2
-    stack.settle()
+    stack.wait_idle()
     events = stack.event_types(sid)
     assert events.count("approval.candidate") == 2 and events.count("approval.settled") == 2
     assert stack.turn(sid)["status"] == "completed"
@@ -303,7 +303,7 @@ def test_twenty_people_answer_at_once_and_exactly_one_settles(stack: Stack) -> N
     def click() -> None:
         barrier.wait()
         try:
-            outcomes.append(stack.answer(request["requestId"], "approve", settle=False).status)
+            outcomes.append(stack.answer(request["requestId"], "approve", wait=False).status)
         except RequestClosed:
             outcomes.append("closed")
 
@@ -312,7 +312,7 @@ def test_twenty_people_answer_at_once_and_exactly_one_settles(stack: Stack) -> N
         t.start()
     for t in threads:
         t.join()
-    stack.settle()
+    stack.wait_idle()
 
     assert outcomes.count("settled") == 1
     assert sorted(set(outcomes) - {"settled"}) <= ["closed", "stale"]

@@ -50,7 +50,7 @@ def asked(stack: Stack, url: str) -> str:
 
 def answered(stack: Stack, request_id: str) -> None:
     submit_responses(stack.rt, api_key_principal("alice"), [InputResponse(request_id=request_id, option_id="pro")])
-    stack.settle()
+    stack.wait_idle()
 
 
 def at(stack: Stack, when: datetime) -> None:
@@ -87,7 +87,7 @@ def test_a_failed_attempt_is_retried_after_its_backoff_with_the_same_id(stack: S
     assert sweep(stack.rt).callbacks == 0  # not before its time
     at(stack, due)
     assert sweep(stack.rt).callbacks == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert get_request(stack.rt, request_id)["callback"]["status"] == "delivered"
     assert [r.headers["webhook-id"] for r in hooks.received] == [f"msg_{request_id}"] * 2
@@ -106,7 +106,7 @@ def test_it_is_retried_for_24_hours_then_failed(stack: Stack, hooks: Hooks) -> N
         waits.append(round((due - (closed_at + timedelta(seconds=sum(waits)))).total_seconds()))
         at(stack, due)
         sweep(stack.rt)
-        stack.settle()
+        stack.wait_idle()
 
     assert waits[:9] == [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800]
     assert (state["status"], state["attempts"], state["nextAttemptAt"]) == ("failed", 11, None)

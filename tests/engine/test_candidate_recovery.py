@@ -60,7 +60,7 @@ def left_pending(stack: Stack, monkeypatch: pytest.MonkeyPatch, policy: Any) -> 
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_7", "amount": 7})]))
     [request] = stack.pending(sid)
     with pytest.raises(SystemExit):
-        stack.answer(request["requestId"], "approve", who="bob", settle=False)
+        stack.answer(request["requestId"], "approve", who="bob", wait=False)
     assert candidates(stack, sid) == [("bob", "pending")]
     return sid, request["requestId"]
 
@@ -83,7 +83,7 @@ def test_an_allowed_candidate_left_pending_settles_at_the_next_sweep(stack: Stac
     assert candidates(stack, sid) == [("bob", "pending")] and policy.calls == ["bob"]
     with later(stack, overdue(stack)):
         assert sweep(stack.rt).rejudged == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert candidates(stack, sid) == [("bob", "allowed")] and policy.calls == ["bob", "bob"]
     assert stack.turn(sid)["status"] == "completed"
@@ -103,7 +103,7 @@ def test_a_rejected_candidate_left_pending_is_refused_and_the_responder_told(
 
     with later(stack, overdue(stack)):
         assert sweep(stack.rt).rejudged == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert candidates(stack, sid) == [("bob", "rejected")]
     tail = [(e["type"], e["data"].get("outcome"), e["data"].get("reason")) for e in stack.events(sid)][-3:]
@@ -121,7 +121,7 @@ def test_a_candidate_left_pending_on_a_request_closed_meanwhile_is_stale(stack: 
 
     with later(stack, overdue(stack)):
         assert sweep(stack.rt).rejudged == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert candidates(stack, sid) == [("bob", "stale"), ("alice", "allowed")]
     assert policy.calls == ["bob", "alice"]  # a closed request's candidate is not judged again
@@ -140,7 +140,7 @@ def test_a_candidate_left_pending_whose_responder_answered_again_is_stale_and_to
 
     with later(stack, overdue(stack)):
         assert sweep(stack.rt).rejudged == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert candidates(stack, sid) == [("bob", "stale"), ("bob", "rejected")]
     assert policy.calls == ["bob", "bob"]  # not judged a third time
@@ -165,7 +165,7 @@ def test_two_sweeps_at_once_settle_a_candidate_left_pending_once(stack: Stack,
             thread.start()
         for thread in sweeps:
             thread.join()
-    stack.settle()
+    stack.wait_idle()
 
     assert sorted(counts) == [0, 1]
     assert candidates(stack, sid) == [("bob", "allowed")]

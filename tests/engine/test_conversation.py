@@ -102,7 +102,7 @@ def test_nobody_to_ask_means_unavailable(stack: Stack) -> None:
     from engine.protocol import APP_PRINCIPAL
 
     opened = open_session(stack.rt, APP_PRINCIPAL, message=script([COLORS]))
-    stack.settle()
+    stack.wait_idle()
     assert tool_results(stack, opened.session_id) == [{"status": "unavailable"}]
 
 
@@ -236,7 +236,7 @@ def test_a_steer_sent_while_the_model_answers_is_read_before_the_turn_ends(stack
     wait_for(thinking, what="the model to start its answer")
     posted = post_message(stack.rt, opened.session_id, api_key_principal("alice"), "use the express option", "steer")
     steered()
-    stack.settle()
+    stack.wait_idle()
 
     assert posted.effect == "steered"
     [turn] = stack.history(opened.session_id)["turns"]
@@ -252,13 +252,13 @@ def test_a_turn_waiting_for_its_worker_to_resume_is_steered_and_told_of_late_ans
     sid, _ = stack.start(script([("refund", {"charge_id": "ch_1", "amount": 3})]))
     [request] = stack.pending(sid)
     with stack.rt.following() as resumes:  # the resumed run waits until both arrived
-        stack.answer(request["requestId"], "approve", settle=False)
+        stack.answer(request["requestId"], "approve", wait=False)
         assert stack.turn(sid)["status"] == "queued"
         posted = post_message(stack.rt, sid, api_key_principal("alice"), "use express shipping")
         receive_responses(stack.rt, api_key_principal("bob"),
                           [InputResponse(request_id=request["requestId"], option_id="cancel")])
     stack.rt.push(resumes)
-    stack.settle()
+    stack.wait_idle()
 
     assert posted.effect == "steered"
     [turn] = stack.history(sid)["turns"]
@@ -302,7 +302,7 @@ def test_a_typed_answer_overtaken_by_another_becomes_a_late_answer(stack: Stack,
     with stack.rt.following() as resumes:  # the resumed run waits until both arrived
         posted = post_message(stack.rt, sid, api_key_principal("alice"), "Blue")
     stack.rt.push(resumes)
-    stack.settle()
+    stack.wait_idle()
 
     assert posted.effect == "noted"  # not lost, not an error: the turn hears of it
     [turn] = stack.history(sid)["turns"]
@@ -318,7 +318,7 @@ def test_a_late_answer_authorizes_nothing_and_becomes_a_message(stack: Stack) ->
 
     receive_responses(stack.rt, api_key_principal("alice"),
                       [InputResponse(request_id=request["requestId"], option_id="approve")])
-    stack.settle()
+    stack.wait_idle()
 
     assert read_ledger() == []
     turns = stack.history(sid)["turns"]
@@ -332,10 +332,10 @@ def test_the_same_click_twice_is_ignored(stack: Stack) -> None:
     [request] = stack.pending(sid)
     click = [InputResponse(request_id=request["requestId"], option_id="approve")]
     receive_responses(stack.rt, api_key_principal("alice"), click)
-    stack.settle()
+    stack.wait_idle()
     events = len(stack.events(sid))
     receive_responses(stack.rt, api_key_principal("alice"), click)
-    stack.settle()
+    stack.wait_idle()
     assert len(stack.events(sid)) == events
     assert len(stack.history(sid)["turns"]) == 1
 
@@ -348,7 +348,7 @@ def test_cancel_a_waiting_turn(stack: Stack) -> None:
                                 [("lookup", {"order_id": "never"})]))
     before = len(stack.events(sid))
     cancel_turn(stack.rt, sid, api_key_principal("alice"))
-    stack.settle()
+    stack.wait_idle()
     tail = stack.events(sid)[before:]
     assert [e["type"] for e in tail] == ["input.resolved", "action.result", "turn.cancelled", "session.waiting"]
     assert tail[0]["data"]["resolutions"][0]["outcome"] == "cancelled"
@@ -365,11 +365,11 @@ def test_only_the_turns_person_or_an_operator_may_cancel_it(stack: Stack) -> Non
         cancel_turn(stack.rt, sid, api_key_principal("bob"))  # closing alice's approval without its policy
     assert [r["status"] for r in stack.pending(sid)] == ["pending"]
     cancel_turn(stack.rt, sid, operator_principal("ops"))
-    stack.settle()
+    stack.wait_idle()
     assert stack.turn(sid)["status"] == "cancelled"
     anonymous, _ = stack.start(script([("refund", {"charge_id": "ch_2", "amount": 3})]), who=None)
     cancel_turn(stack.rt, anonymous, api_key_principal("bob"))  # an anonymous person's turn: anyone verified
-    stack.settle()
+    stack.wait_idle()
     assert stack.turn(anonymous)["status"] == "cancelled"
 
 
@@ -378,8 +378,8 @@ def test_a_refused_answer_while_the_turn_runs_does_not_say_the_turn_waits(stack:
         [("ask_question", {"question": "Your name?"}), ("slow_sync", {"seconds": 2})]))
     wait_for(started("slow_sync"), what="the tool to start")
     [request] = stack.pending(opened.session_id)
-    assert stack.answer(request["requestId"], text="Bob", who="bob", settle=False).status == "refused"
-    stack.settle()
+    assert stack.answer(request["requestId"], text="Bob", who="bob", wait=False).status == "refused"
+    stack.wait_idle()
     types = stack.event_types(opened.session_id)
     # the turn was running: it says it waits once, when it parks after the tool, not at bob's refusal too
     assert types.count("turn.waiting") == 1
@@ -391,11 +391,11 @@ def test_cancel_during_a_running_tool(stack: Stack) -> None:
                           message=script([("slow_sync", {"seconds": 3})], [("lookup", {"order_id": "after"})]))
     wait_for(started("slow_sync"), what="the tool to start")
     cancel_turn(stack.rt, opened.session_id, api_key_principal("alice"))
-    stack.settle()
+    stack.wait_idle()
     import time
 
     time.sleep(3.5)  # the tool finishes; its result must be dropped
-    stack.settle()
+    stack.wait_idle()
     sid = opened.session_id
     types = stack.event_types(sid)
     assert types[-2:] == ["turn.cancelled", "session.waiting"]
@@ -498,7 +498,7 @@ def test_an_unanswered_question_expires_and_the_tool_hears_dismissed(stack: Stac
     assert sweep(stack.rt).expired == 0
     later(stack, 2)
     assert sweep(stack.rt).expired == 1
-    stack.settle()
+    stack.wait_idle()
     assert tool_results(stack, sid) == [{"status": "dismissed"}]
     assert stack.turn(sid)["requests"][0]["outcome"] == "expired"
 
@@ -509,12 +509,12 @@ def test_an_expired_approval_counts_as_denied_and_a_late_answer_is_stale(stack: 
     assert request["expiresAt"] is not None
     later(stack, 11)
     sweep(stack.rt)
-    stack.settle()
+    stack.wait_idle()
     [result] = tool_results(stack, sid)
     assert result["error"]["message"] == "Expired: nobody answered in time"
     receive_responses(stack.rt, api_key_principal("alice"),
                       [InputResponse(request_id=request["requestId"], option_id="approve")])
-    stack.settle()
+    stack.wait_idle()
     assert read_ledger() == []
     assert "already closed (expired)" in stack.history(sid)["turns"][-1]["input"]
 
@@ -527,7 +527,7 @@ def test_the_embedded_server_sweeps_by_itself(tmp_path) -> None:  # type: ignore
         sid, _ = stack.start(script([COLORS]))
         later(stack, 31)
         wait_for(lambda: not stack.pending(sid), timeout=10, what="the sweeper to expire the question")
-        stack.settle()
+        stack.wait_idle()
         assert tool_results(stack, sid) == [{"status": "dismissed"}]
     finally:
         stack.close()

@@ -44,14 +44,14 @@ def answered_away(stack: Stack, channel: RecordingChannel, sid: str, *request_id
     stack.rt.channels.pop("fake")
     for request_id in request_ids:
         stack.answer(request_id, "approve")
-    stack.settle()
+    stack.wait_idle()
     stack.rt.channels["fake"] = channel
 
 
 def start(stack: Stack) -> str:
     opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
                           message=REFUNDS)
-    stack.settle()
+    stack.wait_idle()
     return opened.session_id
 
 
@@ -98,7 +98,7 @@ def test_a_failed_post_is_retried_by_sweep_without_posting_twice(
     assert [c for c in channel.calls if c[0] == "show"] == []  # every show failed; so did the jobs
     channel.down = False
     report = sweep(stack.rt)
-    stack.settle()
+    stack.wait_idle()
     assert report.redelivered >= 1
     shows = [c[1] for c in channel.calls if c[0] == "show"]
     assert len(shows) == 2 and len(set(shows)) == 2
@@ -146,7 +146,7 @@ def test_a_transaction_holding_its_session_queues_the_delivery_in_its_own_update
     with recorded(stack.rt.db.engine, "before_cursor_execute") as statements:
         stack.answer(first["requestId"], "approve")
         stack.answer(second["requestId"], "approve")
-        stack.settle()
+        stack.wait_idle()
 
     assert stack.turn(sid)["status"] == "completed"
     assert not [s for s in statements if "SET delivery_queued" in s and "sessions.channel IN" in s]
@@ -199,7 +199,7 @@ def test_the_api_opens_a_session_at_a_channel_place(channel_stack: tuple[Stack, 
     client = stack.client("alice")
     created = client.post("/api/sessions", json={"message": REFUNDS, "channel": "fake", "address": {"room": "r9"}})
     assert created.status_code == 201
-    stack.settle()
+    stack.wait_idle()
     session = client.get(f"/api/sessions/{created.get_json()['id']}").get_json()
     assert (session["channel"], session["address"]) == ("fake", "fake:r9:")
     assert len([c for c in channel.calls if c[0] == "show"]) == 2
@@ -298,7 +298,7 @@ def test_requests_that_expire_together_close_together_and_only_the_next_open_one
     opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
                           message=script([("refund", {"charge_id": "a", "amount": 1}),
                                           ("refund", {"charge_id": "b", "amount": 2}), ("deploy", {"env": "prod"})]))
-    stack.settle()
+    stack.wait_idle()
     first, second, deploy = stack.pending(opened.session_id)
     stack.rt.executor = AtOnce()
     now = stack.rt.clock()
@@ -364,7 +364,7 @@ def test_a_click_its_card_and_the_turn_it_resumes_are_one_job(
     monkeypatch.setattr(stack.rt.executor, "submit", counted)
     calls = len(channel.calls)
     accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(second["requestId"], 1))
-    stack.settle()
+    stack.wait_idle()
 
     assert stack.turn(sid)["status"] == "completed"
     assert submitted == ["process_inbound"]
@@ -378,7 +378,7 @@ def test_a_slow_step_does_not_hold_back_the_card(channel_stack: tuple[Stack, Rec
     stack, channel = channel_stack
     opened = open_session(stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:1",
                           message=script([("refund", {"charge_id": "a", "amount": 1})], think=True))
-    stack.settle()
+    stack.wait_idle()
     [request] = stack.pending(opened.session_id)
     calls = len(channel.calls)
     accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(request["requestId"], 1))
@@ -387,6 +387,6 @@ def test_a_slow_step_does_not_hold_back_the_card(channel_stack: tuple[Stack, Rec
 
     assert not [c for c in channel.calls[calls:] if c[0] == "say"]  # the model is still thinking
     steered()
-    stack.settle()
+    stack.wait_idle()
     assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
     assert stack.turn(opened.session_id)["status"] == "completed"

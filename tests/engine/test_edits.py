@@ -132,11 +132,11 @@ def test_a_response_policy_sees_the_edit_and_the_sweep_judges_it_again_with_it(
     [request] = sqlite.pending(sid)
     with pytest.raises(SystemExit):
         sqlite.answer(request["requestId"], "approve", who="bob", edited={"charge_id": "ch_1", "amount": 20},
-                      settle=False)
+                      wait=False)
 
     with later(sqlite, overdue(sqlite)):
         assert sweep(sqlite.rt).rejudged == 1
-    sqlite.settle()
+    sqlite.wait_idle()
 
     assert seen == [{"charge_id": "ch_1", "amount": 20}]
     assert [(e["amount"], e["responder"]) for e in ran("adjustable_refund")] == [(20, "bob")]

@@ -36,7 +36,7 @@ def fake_person(user: str) -> Principal:
 
 def answer(stack: Stack, request_id: str, who: Principal, option: str | None = None, text: str | None = None) -> str:
     [result] = submit_responses(stack.rt, who, [InputResponse(request_id=request_id, option_id=option, text=text)])
-    stack.settle()
+    stack.wait_idle()
     return result.status
 
 
@@ -120,7 +120,7 @@ def test_an_overdue_request_expires_by_the_sweep_and_owes_its_callback(stack: St
     assert request["callback"] == {"status": "waiting", "attempts": 0, "lastError": None, "nextAttemptAt": None}
 
     sweep(stack.rt)  # (on PostgreSQL the worker sweeps every second too: one of them closes it)
-    stack.settle()
+    stack.wait_idle()
 
     closed = get_request(stack.rt, request["requestId"])
     assert (closed["status"], closed["outcome"]) == ("resolved", "expired")
@@ -145,25 +145,25 @@ def test_at_a_place_it_waits_its_turn_with_the_agents_requests_and_a_typed_reply
     stack, channel = place
     refund = script([("refund", {"charge_id": "a", "amount": 1})])
     sid = open_session(stack.rt, fake_person("u1"), channel="fake", address="fake:room:1", message=refund).session_id
-    stack.settle()
+    stack.wait_idle()
     [agents] = stack.pending(sid)
     external = open_external_request(stack.rt, BOT, NewRequest(**{**REFUND.__dict__,
                                                                    "place": Place("fake", "fake:room:1")})).request
-    stack.settle()
+    stack.wait_idle()
     assert external["sessionId"] == sid  # the place's session
     assert [c for c in channel.calls if c[0] == "show"] == [("show", agents["requestId"], 1, 1)]
 
     post_message(stack.rt, sid, fake_person("u1"), "approve")  # the agent's refund, shown first, is answered
-    stack.settle()
+    stack.wait_idle()
     shown = [c for c in channel.calls if c[0] == "show"]
     assert shown == [("show", agents["requestId"], 1, 1), ("show", external["requestId"], 1, 1)]
 
     post_message(stack.rt, sid, fake_person("u2"), "approve")  # not an approver: told so, still open
-    stack.settle()
+    stack.wait_idle()
     refusal = ("refuse", external["requestId"], "fake:u2", "only carol or fake:u1 may answer this request")
     assert refusal in channel.calls
     posted = post_message(stack.rt, sid, fake_person("u1"), "approve")
-    stack.settle()
+    stack.wait_idle()
 
     assert (posted.effect, posted.results[0].status) == ("answered", "settled")
     assert stack.pending(sid) == []
@@ -178,11 +178,11 @@ def test_a_steer_leaves_an_external_request_open(place: tuple[Stack, RecordingCh
     external = open_external_request(stack.rt, BOT, NewRequest(**{**REFUND.__dict__,
                                                                    "place": Place("fake", "fake:room:1")})).request
     post_message(stack.rt, sid, fake_person("u1"), script([("refund", {"charge_id": "a", "amount": 1})]))
-    stack.settle()
+    stack.wait_idle()
     agents = [r for r in stack.pending(sid) if r["turnId"]]
 
     steered = post_message(stack.rt, sid, fake_person("u1"), "forget the refund")
-    stack.settle()
+    stack.wait_idle()
 
     assert steered.effect == "steered"
     assert [r["requestId"] for r in stack.pending(sid)] == [external["requestId"]]

@@ -21,7 +21,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
     item = Message("fake:room:1", script([("refund", {"charge_id": "ch_1", "amount": 1})]))
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is True
     assert accept(stack.rt, "fake", "evt-1", ALICE, b"{}", item) is False
-    stack.settle()
+    stack.wait_idle()
     from engine.store.queries import list_sessions
 
     [session] = list_sessions(stack.rt)["sessions"]
@@ -31,7 +31,7 @@ def test_a_message_item_starts_a_session_at_its_address_and_a_duplicate_changes_
         assert (row.external_id, row.duplicates, row.processed_at is not None) == ("evt-1", 1, True)
 
     accept(stack.rt, "fake", "evt-2", ALICE, b"{}", Message("fake:room:1", "approve"))
-    stack.settle()
+    stack.wait_idle()
     assert len(list_sessions(stack.rt)["sessions"]) == 1  # the same address continues the same session
     assert len(read_ledger()) == 1
 
@@ -41,11 +41,11 @@ def test_a_responses_item_settles_and_a_late_one_becomes_a_message(stack: Stack)
     [request] = stack.pending(sid)
     click = Answers((InputResponse(request_id=request["requestId"], option_id="approve"),))
     accept(stack.rt, "fake", "click-1", ALICE, b"{}", click)
-    stack.settle()
+    stack.wait_idle()
     assert len(read_ledger()) == 1
     late = Answers((InputResponse(request_id=request["requestId"], option_id="cancel"),))
     accept(stack.rt, "fake", "click-2", ALICE, b"{}", late)
-    stack.settle()
+    stack.wait_idle()
     turns = stack.history(sid)["turns"]
     assert len(turns) == 2 and "already closed (approved)" in turns[1]["input"]
     assert len(read_ledger()) == 1
@@ -58,13 +58,13 @@ def test_a_choice_item_picks_the_option_shown_at_its_position_when_applied(stack
 
     accept(stack.rt, "fake", "click-3", ALICE, b"{}", Choice(request["requestId"], 3))  # no third option
     accept(stack.rt, "fake", "click-4", ALICE, b"{}", Choice("req_unknown", 1))
-    stack.settle()
+    stack.wait_idle()
     assert stack.pending(sid) == [request]  # nothing changed; both kept for the audit trail
     with stack.rt.db.read() as db:
         assert db.execute(select(Inbound.processed_at.is_not(None))).scalars().all() == [True, True]
 
     accept(stack.rt, "fake", "click-5", ALICE, b"{}", Choice(request["requestId"], 2))
-    stack.settle()
+    stack.wait_idle()
     assert stack.pending(sid) == []
     assert stack.history(sid)["turns"][0]["status"] == "completed"
     assert read_ledger() == []  # option 2 is cancel: the refund never ran
@@ -98,6 +98,6 @@ def test_a_row_stored_before_items_were_typed_still_applies(stack: Stack) -> Non
                                                       "position": 1}))
         db.flush()
         stack.rt.enqueue(db, "process_inbound", db.execute(select(Inbound.id)).scalar_one())
-    stack.settle()
+    stack.wait_idle()
     assert stack.pending(sid) == []
     assert [e["tool"] for e in read_ledger()] == ["refund"]

@@ -181,7 +181,7 @@ SMS = Principal(authenticator="twilio", issuer="twilio:AC1", principal_type="use
 
 def answered(stack: Stack, request_id: str, who: Principal) -> str:
     [result] = submit_responses(stack.rt, who, [InputResponse(request_id=request_id, option_id="approve")])
-    stack.settle()
+    stack.wait_idle()
     return result.status
 
 
@@ -247,5 +247,5 @@ def test_a_turns_own_person_cancels_it_from_another_principal_of_theirs(sqlite_s
     with sqlite_stack.rt.db.write() as db:
         save_person(db, "alice", "Alice Ng", ["alice", "twilio:+15551230001"])
     assert cancel_turn(sqlite_stack.rt, sid, SMS) == turn_id
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert sqlite_stack.turn(sid)["status"] == "cancelled"

@@ -36,7 +36,7 @@ def answer_as(stack: Stack, principal_id: str, request_id: str, option: str, tex
     principal = api_key_principal(principal_id).model_copy(update={"authenticator": authenticator})
     [result] = submit_responses(stack.rt, principal, [InputResponse(request_id=request_id, option_id=option,
                                                                     text=text)])
-    stack.settle()
+    stack.wait_idle()
     return result
 
 
@@ -159,7 +159,7 @@ def test_twenty_approvers_at_once_settle_once_with_exactly_the_quorum(on_postgre
         thread.start()
     for thread in threads:
         thread.join(60)
-    stack.settle()
+    stack.wait_idle()
 
     assert len(outcomes) == 20
     assert outcomes.count("settled") == 1 and outcomes.count("pending") == 2

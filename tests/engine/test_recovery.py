@@ -82,7 +82,7 @@ def crashable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crasha
 
                 open_session(stack.rt, api_key_principal("alice"), message=argument)
             else:
-                stack.answer(argument, "approve", settle=False)
+                stack.answer(argument, "approve", wait=False)
             return lambda: worker.kill(9)
 
         def revive() -> None:
@@ -108,7 +108,7 @@ def crash_while(crashable: Crashable, tool: str, command: str, argument: str) ->
     kill()
     crashable.revive()
     wait_for(lambda: recovered(crashable.stack), timeout=LEASE + 30, what="the lease to run out")
-    crashable.stack.settle()
+    crashable.stack.wait_idle()
 
 
 def recovered(stack: Stack) -> bool:
@@ -205,7 +205,7 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
         worker.kill(15)
         redis.stop()
 
-        result = stack.answer(pending["requestId"], "approve", settle=False)
+        result = stack.answer(pending["requestId"], "approve", wait=False)
 
         assert result.status == "settled"  # the answer is stored although Redis is down
         assert stack.turn(sid)["status"] == "queued"
@@ -217,7 +217,7 @@ def test_redis_down_when_the_answer_arrives(tmp_path: Path, postgres_url: str) -
         stack.rt.clock = lambda: real_clock() + timedelta(seconds=60)
         assert sweep(stack.rt).pushed >= 1
         stack.rt.clock = real_clock
-        stack.settle()
+        stack.wait_idle()
 
         assert stack.turn(sid)["status"] == "completed"
         assert len([e for e in read_ledger() if e["tool"] == "refund"]) == 1
@@ -248,7 +248,7 @@ def test_the_sweep_resumes_a_settled_turn_nobody_resumed(stack: Stack) -> None:
     assert sweep(stack.rt, settled=False).resumed == 0  # the cheap sweep does not read every waiting turn
     assert stack.turn(sid)["status"] == "waiting"
     assert sweep(stack.rt).resumed == 1
-    stack.settle()
+    stack.wait_idle()
 
     assert stack.turn(sid)["status"] == "completed"
     assert [e["charge_id"] for e in read_ledger() if e["tool"] == "refund"] == ["ch_9"]
@@ -280,11 +280,11 @@ def test_the_fresh_approval_after_a_crash_expires_as_the_tools_approvals_do(stac
     [request] = stack.pending(sid)
     assert request["expiresAt"] is not None
     with stack.rt.following() as resumes:
-        stack.answer(request["requestId"], "approve", settle=False)
+        stack.answer(request["requestId"], "approve", wait=False)
     with stack.rt.transaction() as db:  # as recover_turn() leaves a call whose worker died while it ran
         db.execute(update(ToolCall).values(status="unknown", attempts=1, interrupted=1))
     stack.rt.push(resumes)
-    stack.settle()
+    stack.wait_idle()
 
     [fresh] = stack.pending(sid)
     assert "may have partly run" in fresh["prompt"]

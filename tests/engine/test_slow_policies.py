@@ -44,7 +44,7 @@ def test_other_sessions_are_started_and_answered_while_a_reviewer_works(stack: S
 
     took = [timed(start), timed(answer)]
     release()
-    stack.settle()
+    stack.wait_idle()
 
     assert max(took) < QUICK, took
     [call] = [e for e in read_ledger() if e["tool"] == "reviewed"]
@@ -66,7 +66,7 @@ def test_a_turn_cancelled_while_its_policy_works_ends_cancelled_and_runs_nothing
 
     took = timed(cancel)
     release()
-    stack.settle()
+    stack.wait_idle()
 
     assert took < QUICK
     assert not [e for e in read_ledger() if e["tool"] == "custom"]

@@ -58,14 +58,14 @@ class Places:
 
     def sweep(self) -> Any:
         report = sweep(self.stack.rt)
-        self.stack.settle()
+        self.stack.wait_idle()
         return report
 
     def start(self, tool_name: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """alice asks, in the room; the turn parks on the one request it opens."""
         opened = open_session(self.stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:",
                               message=script([(tool_name, data)], final="done"))
-        self.stack.settle()
+        self.stack.wait_idle()
         [request] = self.stack.pending(opened.session_id)
         return opened.session_id, request
 
@@ -154,7 +154,7 @@ def test_an_escalated_request_is_shown_at_its_place_and_its_approver_may_settle_
     assert refused.status == "refused"  # only the requester and the escalation's approvers
     [settled] = submit_responses(places.stack.rt, BOB,
                                  [InputResponse(request_id=request["requestId"], option_id="approve")])
-    places.stack.settle()
+    places.stack.wait_idle()
     assert settled.status == "settled"
     [ran] = read_ledger()
     assert (ran["tool"], ran["responder"]) == ("escalated_refund", f"twilio:{SECOND_PHONE}")
@@ -173,7 +173,7 @@ def test_an_escalation_approver_with_an_api_key_is_asked_the_request_from_then_o
     assert [r["requestId"] for r in bob.get("/api/requests?status=pending").get_json()["requests"]] == \
         [request["requestId"]]
     assert bob.patch(path, json={"optionId": "approve"}).status_code == 200
-    places.stack.settle()
+    places.stack.wait_idle()
     assert read_ledger()[0]["responder"] == "bob"
     assert places.stack.client("carol").get(path).status_code == 404
 
@@ -193,7 +193,7 @@ def test_a_reply_at_the_escalation_place_answers_the_request(places: Places) -> 
     phone = phone_session(places)
 
     posted = post_message(places.stack.rt, phone, BOB, "1")
-    places.stack.settle()
+    places.stack.wait_idle()
     assert (posted.effect, posted.turn_id) == ("answered", None)
     assert places.stack.turn(sid)["status"] == "completed"
     assert read_ledger()[0]["responder"] == f"twilio:{SECOND_PHONE}"
@@ -208,7 +208,7 @@ def test_approved_on_timeout_runs_the_call_as_the_app(stack: Stack) -> None:
     now = stack.rt.clock()
     stack.rt.clock = lambda: now + timedelta(seconds=3)
     assert sweep(stack.rt).expired == 1
-    stack.settle()
+    stack.wait_idle()
 
     [ran] = read_ledger()
     assert (ran["responder"], ran["note"]) == ("app", "approved on timeout")
@@ -313,7 +313,7 @@ def test_a_timer_that_fails_holds_up_no_other_and_fires_at_a_later_sweep(places:
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     opened = open_session(places.stack.rt, api_key_principal("alice"), channel="fake", address="fake:room:",
                           message=script([("escalated_refund", {"amount": 1}), ("nudged_refund", {"amount": 2})]))
-    places.stack.settle()
+    places.stack.wait_idle()
     assert len(places.stack.pending(opened.session_id)) == 2
 
     def down(*args: Any) -> str:

@@ -68,7 +68,7 @@ def test_another_users_session_and_requests_answer_404_everywhere_and_nothing_ch
         assert error["message"] == nobodys.get_json()["error"]["message"].replace("ses_nope", session_id) \
             .replace("req_nope", request_id), route
 
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert ids(bob, "/api/sessions", "sessions") == []
     assert ids(bob, "/api/requests", "requests") == []
     assert ids(bob, "/api/requests", "requests", sessionId=session_id) == []
@@ -97,7 +97,7 @@ def test_an_operator_key_sees_and_does_everything(sqlite_stack: Stack) -> None:
     assert answered.get_json()["responder"] == {"authenticator": "operator", "issuer": "hitl",
                                                 "principalType": "user", "principalId": "bob", "attributes": {}}
     assert operator.post(f"/api/sessions/{other}/cancel").status_code == 202  # anyone's turn, as an operator
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert [r["responder"] for r in ran("refund")] == ["bob"]
 
 
@@ -155,13 +155,13 @@ def test_an_agent_key_creates_sessions_sees_them_and_never_answers(sqlite_stack:
                           json={"inputResponses": [{"requestId": request_id, "optionId": "approve"}]}),
                  403, "not_permitted")
     expect_error(alice.get(f"/api/sessions/{session_id}"), 404, "not_found")  # another's, to a user
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert event_count(bot, session_id) == before  # no candidate stored
 
     typed = bot.post(f"/api/sessions/{session_id}/input", json={"message": "approve"})  # not an answer: it steers
 
     assert typed.status_code == 202 and typed.get_json()["effect"] == "steered"
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert operator.get(f"/api/requests/{request_id}").get_json()["outcome"] == "ignored"
     assert ran("refund") == []
 

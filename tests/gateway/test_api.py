@@ -71,7 +71,7 @@ def bare(request: dict[str, Any]) -> dict[str, Any]:
 def parked(stack: Stack, client: FlaskClient, message: str = REFUND) -> tuple[str, str]:
     """A session (created through the API) whose first turn waits on exactly one request."""
     session_id = created(client, message)["id"]
-    stack.settle()
+    stack.wait_idle()
     [request_id] = pending_ids(client, session_id)
     return session_id, request_id
 
@@ -101,7 +101,7 @@ def test_a_new_session_with_a_message_runs_its_first_turn(stack: Stack) -> None:
     data = created(client, LOOKUP)
 
     assert set(data) == {"id", "turnId"}
-    stack.settle()
+    stack.wait_idle()
     history = client.get(f"/api/sessions/{data['id']}").get_json()
     assert history["id"] == data["id"]
     assert history["channel"] == "api"
@@ -200,7 +200,7 @@ def test_sessions_are_listed_newest_first_with_their_open_requests(sqlite_stack:
     waiting, _ = parked(sqlite_stack, client)
     done = created(client, LOOKUP)["id"]
     empty = created(client)["id"]
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
 
     sessions = client.get("/api/sessions").get_json()["sessions"]
 
@@ -241,7 +241,7 @@ def test_a_message_to_a_session_starts_a_turn(stack: Stack) -> None:
 
     assert response.status_code == 202
     turn_id = response.get_json()["turnId"]
-    stack.settle()
+    stack.wait_idle()
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
     assert turn["id"] == turn_id
     assert turn["status"] == "completed"
@@ -262,7 +262,7 @@ def test_input_responses_settle_requests_and_the_turn_resumes(stack: Stack) -> N
     assert result["status"] == "settled" and result["reason"] is None
     assert result["request"]["status"] == "resolved" and result["request"]["outcome"] == "approved"
     assert result["request"]["responder"]["principalId"] == "alice"
-    stack.settle()
+    stack.wait_idle()
     [refund] = ran("refund")
     assert refund["responder"] == "alice"
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
@@ -282,7 +282,7 @@ def test_a_refused_input_response_is_reported_and_the_request_stays_open(sqlite_
     assert result["status"] == "refused"
     assert result["reason"] == "only bob may approve payouts"
     assert result["request"]["status"] == "pending"
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(alice, session_id) == [request_id]
     assert ran("payout") == []
 
@@ -335,7 +335,7 @@ def test_a_bad_session_input_is_a_400_and_changes_nothing(sqlite_stack: Stack, b
 
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] in ("invalid_body", "invalid_json")
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(client, session_id) == [request_id]
     assert event_count(client, session_id) == before
     assert len(client.get(f"/api/sessions/{session_id}").get_json()["turns"]) == 1
@@ -359,17 +359,17 @@ def test_session_input_errors(sqlite_stack: Stack) -> None:
     expect_error(send(session_id, {"requestId": request_id, "optionId": "approve"},
                       {"requestId": other_request, "optionId": "approve"}), 404, "not_found")
 
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(client, session_id) == [request_id]
     assert pending_ids(client, other_id) == [other_request]
     assert event_count(client, session_id) == before
     assert ran("refund") == []
 
     assert send(session_id, {"requestId": request_id, "optionId": "approve"}).status_code == 202
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     after = event_count(client, session_id)
     expect_error(send(session_id, {"requestId": request_id, "optionId": "cancel"}), 409, "request_closed")
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert event_count(client, session_id) == after
     assert len(ran("refund")) == 1
 
@@ -382,10 +382,10 @@ def test_history_holds_turns_runs_requests_with_candidates_and_messages(stack: S
     session_id, request_id = parked(stack, alice)
     assert stack.answer(request_id, "approve", who="bob").status == "refused"  # through the engine
     assert alice.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
-    stack.settle()
+    stack.wait_idle()
     assert created(alice, LOOKUP)  # another session: not part of this history
     assert alice.post(f"/api/sessions/{session_id}/input", json={"message": LOOKUP}).status_code == 202
-    stack.settle()
+    stack.wait_idle()
 
     history = alice.get(f"/api/sessions/{session_id}").get_json()
 
@@ -430,7 +430,7 @@ def test_events_are_dense_ordered_and_read_after_a_cursor(stack: Stack) -> None:
     assert parked_events[-2]["data"] == {"requests": [bare(client.get(f"/api/requests/{request_id}").get_json())]}
     cursor = parked_events[-1]["seq"]
     assert client.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
-    stack.settle()
+    stack.wait_idle()
 
     events = client.get(f"/api/sessions/{session_id}/events").get_json()["events"]
 
@@ -459,7 +459,7 @@ def test_an_input_requested_event_keeps_showing_its_requests_as_they_opened(sqli
                                                      Event.type == "input.requested")).scalar_one()
     assert stored == {"requestIds": [request_id]}
     assert client.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert client.get(f"/api/requests/{request_id}").get_json()["status"] == "resolved"
     inline = {"requests": [{**opened, "prompt": "as stored"}]}
     with sqlite_stack.rt.transaction() as db:
@@ -514,7 +514,7 @@ def test_the_request_inbox(sqlite_stack: Stack) -> None:
     second_session, second = parked(sqlite_stack, client, script([("payout", {"amount": 5})]))
     third_session, third = parked(sqlite_stack, client)
     assert client.patch(f"/api/requests/{third}", json={"optionId": "cancel"}).status_code == 200
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
 
     def inbox(**query: str) -> list[str]:
         response = client.get("/api/requests", query_string=query)
@@ -556,7 +556,7 @@ def test_approve_settles_the_request_and_the_turn_runs_the_tool_once(stack: Stac
     assert (request["status"], request["outcome"]) == ("resolved", "approved")
     assert request["responder"]["principalId"] == "alice"
     assert request["response"] == {"optionId": "approve", "text": None}
-    stack.settle()
+    stack.wait_idle()
     [refund] = ran("refund")
     assert (refund["charge_id"], refund["requester"], refund["responder"]) == ("ch_1", "alice", "alice")
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
@@ -567,7 +567,7 @@ def test_approve_settles_the_request_and_the_turn_runs_the_tool_once(stack: Stac
     error = expect_error(client.patch(f"/api/requests/{request_id}", json={"optionId": "cancel"}),
                          409, "request_closed")
     assert "no longer open" in error["message"]
-    stack.settle()
+    stack.wait_idle()
     assert event_count(client, session_id) == events
     assert len(ran("refund")) == 1
     assert client.get(f"/api/requests/{request_id}").get_json()["outcome"] == "approved"
@@ -584,7 +584,7 @@ def test_deny_with_a_note_never_runs_the_tool(stack: Stack) -> None:
     assert (request["status"], request["outcome"]) == ("resolved", "denied")
     assert request["response"] == {"optionId": "deny", "text": "too much"}
     assert [(o["id"], o["label"]) for o in request["options"]] == [("approve", "Approve"), ("deny", "Deny")]
-    stack.settle()
+    stack.wait_idle()
     assert ran("refund") == []
     [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
     assert turn["status"] == "completed"
@@ -603,7 +603,7 @@ def test_the_old_cancel_id_still_denies_with_its_note(sqlite_stack: Stack) -> No
         "denied", {"optionId": "deny", "text": "not this one"})
     answer = {"requestId": posted, "optionId": "cancel"}
     assert client.post(f"/api/sessions/{session_id}/input", json={"inputResponses": [answer]}).status_code == 202
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert client.get(f"/api/requests/{posted}").get_json()["outcome"] == "denied"
     assert ran("refund") == []
 
@@ -620,13 +620,13 @@ def test_a_refused_responder_gets_a_403_and_the_request_stays_open(stack: Stack)
 
     assert "only alice may answer" in error["message"]
     assert error["details"] == {"requestId": request_id}
-    stack.settle()
+    stack.wait_idle()
     assert pending_ids(alice, session_id) == [request_id]
     assert ran("refund") == []
     assert alice.get(f"/api/sessions/{session_id}").get_json()["turns"][0]["status"] == "waiting"
 
     assert alice.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
-    stack.settle()
+    stack.wait_idle()
     assert len(ran("refund")) == 1
 
 
@@ -639,7 +639,7 @@ def test_a_tool_response_policy_decides_who_may_answer(sqlite_stack: Stack) -> N
     assert error["message"] == "only bob may approve payouts"
 
     assert bob.patch(f"/api/requests/{request_id}", json={"optionId": "approve"}).status_code == 200
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     [payout] = ran("payout")
     assert (payout["requester"], payout["responder"]) == ("alice", "bob")
 
@@ -653,7 +653,7 @@ def test_a_response_policy_that_waits_answers_202(stack: Stack) -> None:
     assert first.status_code == 202
     assert first.get_json()["requestId"] == request_id
     assert first.get_json()["status"] == "pending"
-    stack.settle()
+    stack.wait_idle()
     assert pending_ids(alice, session_id) == [request_id]
     assert ran("wire_transfer") == []
 
@@ -662,7 +662,7 @@ def test_a_response_policy_that_waits_answers_202(stack: Stack) -> None:
     assert second.status_code == 200
     assert (second.get_json()["status"], second.get_json()["outcome"]) == ("resolved", "approved")
     assert second.get_json()["responder"]["principalId"] == "bob"
-    stack.settle()
+    stack.wait_idle()
     assert len(ran("wire_transfer")) == 1
     assert alice.get(f"/api/sessions/{session_id}").get_json()["turns"][0]["status"] == "completed"
 
@@ -687,7 +687,7 @@ def test_a_bad_answer_changes_nothing(sqlite_stack: Stack, body: Any, status: in
 
     expect_error(client.patch(f"/api/requests/{request_id}", json=body), status, code)
 
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(client, session_id) == [request_id]
     assert event_count(client, session_id) == before
     assert ran("refund") == []
@@ -709,7 +709,7 @@ def test_a_non_json_answer_and_an_unknown_request(sqlite_stack: Stack) -> None:
     error = expect_error(client.patch("/api/requests/req_nope", json={"optionId": "approve"}), 404, "not_found")
     assert error["details"] == {"requestId": "req_nope"}
 
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(client, session_id) == [request_id]
     assert event_count(client, session_id) == before
 
@@ -758,7 +758,7 @@ def test_every_api_route_needs_a_valid_key(sqlite_stack: Stack, authorization: s
         assert response.status_code == 401, name
         assert response.get_json()["error"]["code"] == "unauthorized", name
 
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert pending_ids(alice, session_id) == [request_id]
     assert event_count(alice, session_id) == before
     assert len(alice.get("/api/sessions").get_json()["sessions"]) == 1
@@ -849,7 +849,7 @@ def test_without_keys_the_local_operator_may_settle_anyones_request(open_stack: 
     assert response.status_code == 200
     responder = response.get_json()["responder"]
     assert (responder["authenticator"], responder["principalId"]) == ("operator", "local")
-    open_stack.settle()
+    open_stack.wait_idle()
     [refund] = ran("refund")
     assert (refund["requester"], refund["responder"]) == ("alice", "local")
     assert open_stack.turn(session_id)["status"] == "completed"
@@ -869,7 +869,7 @@ def test_without_keys_other_clients_are_turned_away(open_stack: Stack, remote: s
         assert response.status_code == 403, name
         assert response.get_json()["error"]["code"] == "loopback_only", name
 
-    open_stack.settle()
+    open_stack.wait_idle()
     assert [r["requestId"] for r in open_stack.pending(session_id)] == [request["requestId"]]
     assert len(open_stack.events(session_id)) == before
     assert read_ledger() == []
@@ -896,7 +896,7 @@ def test_without_keys_a_page_rebound_to_loopback_is_turned_away(open_stack: Stac
     cancel = client.post(f"/api/sessions/{session_id}/cancel", base_url=f"http://{host}")
     assert cancel.status_code == 403
 
-    open_stack.settle()
+    open_stack.wait_idle()
     assert [r["requestId"] for r in open_stack.pending(session_id)] == [request["requestId"]]
     assert len(open_stack.events(session_id)) == before
     assert read_ledger() == []
@@ -998,7 +998,7 @@ def test_a_demo_refund_through_the_api(tmp_path: Path) -> None:
     try:
         client = demo.client("alice")
         session_id = created(client, "refund $20 on ch_1001")["id"]
-        demo.settle()
+        demo.wait_idle()
 
         requests = client.get("/api/requests", query_string={"status": "pending"}).get_json()["requests"]
         [request] = requests
@@ -1012,7 +1012,7 @@ def test_a_demo_refund_through_the_api(tmp_path: Path) -> None:
 
         answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
         assert answered.status_code == 200
-        demo.settle()
+        demo.wait_idle()
 
         [turn] = client.get(f"/api/sessions/{session_id}").get_json()["turns"]
         assert turn["status"] == "completed"

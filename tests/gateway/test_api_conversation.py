@@ -11,7 +11,7 @@ REFUND = script([("refund", {"charge_id": "ch_1", "amount": 4})])
 def start(stack: Stack, message: str = REFUND) -> str:
     created = stack.client("alice").post("/api/sessions", json={"message": message})
     assert created.status_code == 201
-    stack.settle()
+    stack.wait_idle()
     return str(created.get_json()["id"])
 
 
@@ -22,7 +22,7 @@ def test_a_typed_reply_through_the_api_answers_the_open_approval(stack: Stack) -
     body = response.get_json()
     assert body["effect"] == "answered"
     assert [r["status"] for r in body["results"]] == ["settled"]
-    stack.settle()
+    stack.wait_idle()
     assert len(read_ledger()) == 1
 
 
@@ -44,7 +44,7 @@ def test_a_steering_message_and_a_queued_one(stack: Stack) -> None:
     steered = stack.client("alice").post(f"/api/sessions/{sid}/input",
                                          json={"message": "never mind", "turnPolicy": "queue"})
     assert steered.get_json()["effect"] == "steered"  # an approval is held, so even "queue" steers
-    stack.settle()
+    stack.wait_idle()
     turns = stack.client("alice").get(f"/api/sessions/{sid}").get_json()["turns"]
     assert [(t["status"], t["result"]) for t in turns] == [("completed", "noted: never mind"),
                                                           ("completed", "bob")]
@@ -60,7 +60,7 @@ def test_cancel_through_the_api(stack: Stack) -> None:
     assert request["status"] == "pending"
     response = client.post(f"/api/sessions/{sid}/cancel")
     assert response.status_code == 202
-    stack.settle()
+    stack.wait_idle()
     session = client.get(f"/api/sessions/{sid}").get_json()
     assert session["turns"][0]["status"] == "cancelled"
     assert session["turns"][0]["requests"][0]["outcome"] == "cancelled"
@@ -71,7 +71,7 @@ def test_cancel_through_the_api(stack: Stack) -> None:
 
     by_operator = stack.client("bob:operator").post(f"/api/sessions/{sid}/input", json={"message": REFUND})
     assert by_operator.get_json()["effect"] == "started"
-    stack.settle()
+    stack.wait_idle()
     refused = client.post(f"/api/sessions/{sid}/cancel")  # alice's session, bob's turn
     assert (refused.status_code, refused.get_json()["error"]["code"]) == (403, "not_permitted")
     assert "only bob or an operator may cancel" in refused.get_json()["error"]["message"]

@@ -35,7 +35,7 @@ def test_patch_approves_with_the_edited_input(sqlite_stack: Stack) -> None:
     assert answered.status_code == 200, answered.get_json()
     assert answered.get_json()["response"]["changes"] == 'amount 200 -> 20, currency (unset) -> "eur"'
     assert answered.get_json()["action"]["input"] == {"charge_id": "ch_1", "amount": 200}
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert [(e["amount"], e["currency"]) for e in ran("adjustable_refund")] == [(20, "eur")]
 
 
@@ -48,7 +48,7 @@ def test_input_responses_carry_the_edited_input_too(sqlite_stack: Stack) -> None
 
     assert posted.status_code == 202
     assert posted.get_json()["results"][0]["request"]["response"]["input"]["charge_id"] == "ch_2"
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert [e["charge_id"] for e in ran("adjustable_refund")] == ["ch_2"]
 
 

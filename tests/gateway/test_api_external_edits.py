@@ -72,7 +72,7 @@ def test_an_edited_approval_is_checked_by_the_schema_and_called_back_with_both_i
     poll.start()
     settled = alice.patch(one, json={"optionId": "approve", "input": {"charge": "ch_1", "amount": 20}})
     poll.join()
-    api.settle()
+    api.wait_idle()
 
     assert (settled.status_code, settled.get_json()["outcome"]) == (200, "approved")
     [closed] = polled

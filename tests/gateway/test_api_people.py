@@ -135,7 +135,7 @@ def test_a_linked_key_answers_for_its_person_and_is_named_as_them(api: Stack) ->
                                                         "principal_id": "twilio:+15551230001"})
     [result] = submit_responses(api.rt, sms, [InputResponse(request_id=request["requestId"], option_id="approve")])
     assert result.status == "settled"
-    api.settle()
+    api.wait_idle()
     settled = api.client("alice").get(f"/api/requests/{request['requestId']}").get_json()
     assert settled["outcome"] == "approved"
     assert settled["responder"]["attributes"] == {"person": "alice", "personName": "Alice Ng"}

@@ -71,7 +71,7 @@ def test_a_tool_approval_is_opened_201_with_its_session(api: Stack) -> None:
     session = api.client("bot:agent").get(f"/api/sessions/{request['sessionId']}").get_json()
     assert (session["channel"], session["address"], session["initiator"]["principalId"]) == ("fake", "fake:ops:",
                                                                                            "bot")
-    api.settle()
+    api.wait_idle()
     assert [c[:2] for c in api.rt.channels["fake"].calls] == [("show", request["requestId"])]  # type: ignore[attr-defined]
 
 

@@ -39,7 +39,7 @@ def later(stack: Stack, seconds: float) -> None:
 def opened(stack: Stack, **fields: Any) -> dict[str, Any]:
     response = stack.client("bot:agent").post("/api/requests", json={**APPROVAL, "to": ROOM, **fields})
     assert response.status_code == 201, response.get_data(as_text=True)
-    stack.settle()
+    stack.wait_idle()
     body: dict[str, Any] = response.get_json()
     return body
 
@@ -51,13 +51,13 @@ def test_an_external_request_reminds_and_escalates_where_it_is_shown(api: Stack)
     calls = api.rt.channels["fake"].calls  # type: ignore[attr-defined]
     later(api, 61)
     assert sweep(api.rt).reminded == 1
-    api.settle()
+    api.wait_idle()
     assert [c[:3] for c in calls if c[0] == "remind"] == [("remind", request["requestId"], 1)]
     expect_error(api.client("bob").patch(one, json={"optionId": "approve"}), 404, "not_found")
 
     later(api, 121)
     assert sweep(api.rt).escalated == 1
-    api.settle()
+    api.wait_idle()
     assert [c[:2] for c in calls if c[0] == "show"] == [("show", request["requestId"])] * 2  # the room, the boss
     shown = api.client("bot:agent").get(one).get_json()
     assert (shown["reminded"], shown["escalatedAt"] is not None, shown["approvers"]) == (1, True, ["alice"])
@@ -112,13 +112,13 @@ def test_a_refusal_at_an_escalation_place_is_told_at_that_place(api: Stack) -> N
     channel = api.rt.channels["fake"]
     later(api, 121)
     assert sweep(api.rt).escalated == 1
-    api.settle()
+    api.wait_idle()
     with api.rt.db.read() as db:
         boss = db.execute(select(Session.id).where(Session.address == "fake:boss:")).scalar_one()
     stranger = Principal(authenticator="fake", issuer="fake", principal_type="user", principal_id="fake:u2")
 
     posted = post_message(api.rt, boss, stranger, "approve")  # neither alice nor bob
-    api.settle()
+    api.wait_idle()
 
     assert posted.results[0].status == "refused"
     assert ("fake:boss:", "fake:u2") in channel.refused_at  # type: ignore[attr-defined]
@@ -135,7 +135,7 @@ def test_an_escalations_approver_sees_the_request_with_any_key_of_their_person(a
 
     later(api, 121)
     assert sweep(api.rt).escalated == 1
-    api.settle()
+    api.wait_idle()
 
     assert api.client("bob").get(one).status_code == 200
     listed = api.client("bob").get("/api/requests").get_json()["requests"]

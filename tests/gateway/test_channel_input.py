@@ -85,7 +85,7 @@ def test_a_signed_slack_event_that_does_not_parse_is_a_400(slack_on_postgres: Wo
     response = slack.http.post("/slack/events", data=body, headers=slack_headers(SLACK_SECRET, body))
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] == "invalid_payload"
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack.stack) == NOTHING
 
 
@@ -108,7 +108,7 @@ def test_a_signed_slack_interaction_that_does_not_parse_is_a_400(slack_on_postgr
     headers = slack_headers(SLACK_SECRET, body, content_type="application/x-www-form-urlencoded")
     response = slack.http.post("/slack/interactions", data=body, headers=headers)
     assert response.status_code == 400, response.get_data(as_text=True)
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack.stack) == NOTHING
 
 
@@ -159,6 +159,6 @@ def test_a_signed_github_delivery_that_does_not_parse_is_a_400(github_on_postgre
     response = github.deliver(body)
     assert response.status_code == 400, response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] == "invalid_delivery"
-    github.settle()
+    github.wait_idle()
     assert counts(github.stack) == NOTHING
 

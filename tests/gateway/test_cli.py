@@ -193,7 +193,7 @@ def test_answer_approve_settles_as_the_operator_and_the_turn_completes(hitl: Any
     done = hitl("answer", request["requestId"], "approve", "--as", "ops")
 
     assert (done.code, done.out) == (0, f"approved {request['requestId']} as ops; turn {turn_id} resumes\n")
-    embedded.settle()  # the serving process took the turn before the command returned; it runs it there
+    embedded.wait_idle()  # the serving process took the turn before the command returned; it runs it there
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
     assert [r["status"] for r in turn["runs"]] == ["interrupted", "succeeded"]
@@ -215,7 +215,7 @@ def test_answer_deny_with_a_note(hitl: Any, embedded: Stack) -> None:
     assert result["request"]["outcome"] == "denied"
     assert result["request"]["response"] == {"optionId": "deny", "text": "no"}
     assert result["request"]["responder"] == OPERATOR_OPS
-    embedded.settle()
+    embedded.wait_idle()
     turn = embedded.turn(sid)
     assert turn["status"] == "completed"
     assert "Denied by ops: no" in turn["result"]
@@ -226,7 +226,7 @@ def test_answering_a_closed_request_fails_and_changes_nothing(hitl: Any, embedde
     sid, _ = embedded.start(REFUND)
     [request] = embedded.pending(sid)
     assert hitl("answer", request["requestId"], "approve", "--as", "ops").code == 0
-    embedded.settle()
+    embedded.wait_idle()
     events = len(embedded.events(sid))
 
     again = hitl("answer", request["requestId"], "cancel", "--as", "ops")
@@ -276,7 +276,7 @@ def test_answer_without_a_name_answers_as_the_local_operator_as_the_console_does
     done = hitl("answer", request["requestId"], "approve")
 
     assert (done.code, done.out) == (0, f"approved {request['requestId']} as local; turn {turn_id} resumes\n")
-    embedded.settle()
+    embedded.wait_idle()
     assert embedded.turn(sid)["requests"][0]["responder"] == {**OPERATOR_OPS, "principalId": "local"}
 
 
@@ -331,7 +331,7 @@ def test_sweep_recovers_a_lost_turn_and_prints_a_json_report(hitl: Any, env: Pat
         # the turn's job is in the outbox: pushed again from its row, not given a second job
         assert (report["requeued"], report["pushed"], report["recovered"], report["resumed"]) == (0, 1, 0, 0)
         assert sum(report.values()) == 1
-        server.settle()
+        server.wait_idle()
     finally:
         server.close()
     assert [e["order_id"] for e in read_ledger() if e["tool"] == "lookup"] == ["o-9"]

@@ -115,7 +115,7 @@ def test_with_no_serving_process_the_answer_stands_and_the_command_says_so_and_e
     server = Stack("sqlite", sqlite_settings(tmp_path))  # `hitl serve` again
     try:
         wait_for(lambda: outbox(server), lambda rows: rows == [])  # it took the turn
-        server.settle()
+        server.wait_idle()
         assert server.turn(sid)["status"] == "completed"
     finally:
         server.close()

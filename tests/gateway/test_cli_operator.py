@@ -170,7 +170,7 @@ def test_answer_text_answers_a_question(hitl: Hitl, app: Stack) -> None:
 
     assert code == 0
     assert json.loads(out)["request"]["response"] == {"optionId": None, "text": "the cheapest"}
-    app.settle()
+    app.wait_idle()
     assert '{"status": "answered", "answer": "the cheapest"}' in app.turn(sid)["result"]
 
 
@@ -183,7 +183,7 @@ def test_resume_a_waiting_turn_whose_requests_closed_but_never_resumed(hitl: Hit
     assert app.turn(sid)["status"] == "waiting"
 
     assert hitl("resume", turn_id) == (0, f"turn {turn_id} resumed\n")
-    app.settle()  # in the serving process, which took it before the command returned
+    app.wait_idle()  # in the serving process, which took it before the command returned
     assert [call["charge_id"] for call in ran("refund")] == ["ch_1"]
     turn = app.turn(sid)
     assert turn["status"] == "completed"
@@ -198,7 +198,7 @@ def test_resume_a_queued_turn_whose_job_was_lost(hitl: Hitl, app: Stack) -> None
     assert app.turn(opened.session_id)["status"] == "queued"
 
     assert hitl("resume", opened.turn_id) == (0, f"turn {opened.turn_id} requeued\n")
-    app.settle()
+    app.wait_idle()
 
     assert len(ran("lookup")) == 1
     assert app.turn(opened.session_id)["status"] == "completed"

@@ -54,6 +54,6 @@ def test_show_names_the_person_who_answered(hitl: Any, embedded: Stack) -> None:
                     principal_id="twilio:+15551230001")
     [result] = submit_responses(embedded.rt, sms, [InputResponse(request_id=request["requestId"], option_id="approve")])
     assert result.status == "settled"
-    embedded.settle()
+    embedded.wait_idle()
     out = hitl("show", session_id).out
     assert "[approved by twilio:+15551230001 (twilio, Alice Ng)]" in out

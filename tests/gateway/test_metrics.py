@@ -75,7 +75,7 @@ def test_failed_turns_and_runs_of_lost_workers_are_job_failures(stack: Stack) ->
         db.execute(update(Turn).where(Turn.id == turn_id)
                    .values(status="running", lease_until=stack.rt.now() - timedelta(seconds=1)))
     assert recover_turn(stack.rt, turn_id) == 1
-    stack.settle()
+    stack.wait_idle()
 
     samples = scrape(stack)
 

@@ -93,7 +93,7 @@ def test_real_answers_of_a_refund_flow_match_the_contract(app_stack: Stack,
     created = client.post("/api/sessions", json={"message": REFUND})
     conforms("POST", "/api/sessions", created, 201)
     sid = created.get_json()["id"]
-    app_stack.settle()
+    app_stack.wait_idle()
     inbox = client.get("/api/requests?status=pending")
     conforms("GET", "/api/requests", inbox, 200)
     [request] = inbox.get_json()["requests"]
@@ -103,7 +103,7 @@ def test_real_answers_of_a_refund_flow_match_the_contract(app_stack: Stack,
     conforms("PATCH", "/api/requests/{requestId}", client.patch(one, json={"optionId": "bogus"}), 422)
     conforms("PATCH", "/api/requests/{requestId}", client.patch(one, json={"optionId": "approve"}), 200)
     conforms("PATCH", "/api/requests/{requestId}", client.patch(one, json={"optionId": "approve"}), 409)
-    app_stack.settle()
+    app_stack.wait_idle()
     history = client.get(f"/api/sessions/{sid}")
     conforms("GET", "/api/sessions/{sessionId}", history, 200)
     assert [r["status"] for r in history.get_json()["turns"][0]["runs"]] == ["interrupted", "succeeded"]
@@ -111,13 +111,13 @@ def test_real_answers_of_a_refund_flow_match_the_contract(app_stack: Stack,
     conforms("GET", "/api/sessions", client.get("/api/sessions"), 200)
     typed = client.post(f"/api/sessions/{sid}/input", json={"message": REFUND})
     conforms("POST", "/api/sessions/{sessionId}/input", typed, 202)
-    app_stack.settle()
+    app_stack.wait_idle()
     [second] = app_stack.pending(sid)
     answers = client.post(f"/api/sessions/{sid}/input",
                           json={"inputResponses": [{"requestId": second["requestId"], "optionId": "cancel"}]})
     conforms("POST", "/api/sessions/{sessionId}/input", answers, 202)
     assert answers.get_json()["results"][0]["status"] == "settled"
-    app_stack.settle()
+    app_stack.wait_idle()
     conforms("POST", "/api/sessions/{sessionId}/cancel", client.post(f"/api/sessions/{sid}/cancel"), 409)
     earlier = client.get(f"/api/sessions/{sid}?before={second['turnId']}")
     conforms("GET", "/api/sessions/{sessionId}", earlier, 200)

@@ -106,7 +106,7 @@ def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_
 
     sms.text(BOB, "1")
     wait_for(lambda: read_ledger(), timeout=30, what="the refund")
-    slack.settle()
+    slack.wait_idle()
     [ran] = read_ledger()
     assert (ran["tool"], ran["requester"], ran["responder"]) == ("managed_refund", SLACK_ALICE, BOBS_PHONE)
     for place in (card, watching):  # every place says the outcome
@@ -118,7 +118,7 @@ def test_a_refund_proposed_to_a_support_rep_in_slack_is_approved_by_the_manager_
 
     slack.ok(slack.click("alice", watching, "Approve", version=0))  # too late: it settled once
     slack.ok(slack.click("alice", card, "Approve", version=0))
-    slack.settle()
+    slack.wait_idle()
     assert len(read_ledger()) == 1
     assert late_answers(slack.stack, session_id) == [
         'alice answered "Approve" to "Approve managed refund?", but that request was already closed (approved); '
@@ -143,7 +143,7 @@ def test_a_group_place_shows_each_member_and_not_the_session_that_asked(on_sqlit
     slack.ok(slack.click("bob", dm, "Approve"))  # only bob's phone may: told so in the DM, and it stays open
     assert [(e.channel, e.user) for e in slack.fake.ephemerals] == [(dm.channel, USERS["bob"])]
     sms.text(BOB, "deny not this month")
-    slack.settle()
+    slack.wait_idle()
     assert read_ledger() == []
     assert "Denied by" in dm.now["text"] and "not this month" in dm.now["text"]
     assert sms.inbox(BOB)[-1] == "Approve finance refund? (Refund order 77) Denied by bob via SMS: not this month"
@@ -196,7 +196,7 @@ def test_a_quorum_without_approvers_counts_people_at_places_of_other_channels(
     assert (counted["approvals"]["have"], counted["approvals"]["need"]) == (1, 2)
 
     slack.ok(slack.click("alice", card, "Approve"))  # the second person, in the Slack channel: it settles
-    slack.settle()
+    slack.wait_idle()
     settled = agent.get(f"/api/requests/{request_id}").get_json()
     assert (settled["status"], settled["outcome"]) == ("resolved", "approved")
 
@@ -273,7 +273,7 @@ def test_a_quorum_shows_its_progress_at_every_place_that_shows_it(on_postgres: t
     wait_for(lambda: sms.inbox(ALICE)[-1] == count, timeout=30, what="the request's own conversation told it")
 
     slack.ok(slack.click("alice", card, "Approve"))  # the second person settles it, at every place
-    slack.settle()
+    slack.wait_idle()
     settled = slack.stack.client("bot:agent").get(f"/api/requests/{request_id}").get_json()
     assert (settled["status"], settled["outcome"], settled["response"]["approvals"]["have"]) == \
         ("resolved", "approved", 2)
@@ -291,7 +291,7 @@ def test_a_phone_that_shows_a_quorum_elsewhere_is_not_texted_the_count_of_anothe
     [shown] = sms.inbox(BOB)
 
     slack.ok(slack.click("alice", card, "Approve"))  # in the support channel: its card counts it
-    slack.settle()
+    slack.wait_idle()
     assert "1 of 2 approvals: alice" in context_lines(card)
     assert sms.inbox(BOB) == [shown]  # bob's phone shows the request, but alice did not answer there
     assert sms.inbox(ALICE)[-1].startswith("1 of 2 approvals: ")  # the request's own conversation is told

@@ -81,7 +81,7 @@ def test_a_dm_slack_failed_to_open_is_opened_by_the_sweep_and_shows_the_request_
         slack.fake.fail("conversations.open", status=503, error="service_unavailable")
         mention = slack.mention("alice", "Refund order 1234")
         slack.reply("alice", script([("managed_refund", {"amount": 120})], final="refunded"), thread_ts=mention["ts"])
-        slack.settle()
+        slack.wait_idle()
         card_in(slack, SUPPORT_CHANNEL)  # the other places show it meanwhile
         assert [m for m in slack.fake.messages if m.channel == BOBS_DM] == []
         with slack.stack.rt.db.read() as db:  # what is owed stays in the outbox
@@ -91,7 +91,7 @@ def test_a_dm_slack_failed_to_open_is_opened_by_the_sweep_and_shows_the_request_
         later = clock() + timedelta(seconds=defaults.SWEEP_OUTBOX_AFTER_SECONDS + 1)
         slack.stack.rt.clock = lambda: later
         assert sweep(slack.stack.rt).pushed == 1
-        slack.settle()
+        slack.wait_idle()
         assert sweep(slack.stack.rt).pushed == 0  # done: nothing left to push
 
         dm = card_in(slack, BOBS_DM)
@@ -117,7 +117,7 @@ def test_a_question_shown_to_a_person_is_answered_by_their_sms(
         sms.text(BOB, "2")
         wait_for(lambda: slack.stack.turn(session_id, seq=2)["status"] == "completed", timeout=30,
                  what="the turn to complete")
-        slack.settle()
+        slack.wait_idle()
         results = [e["data"] for e in slack.stack.events(session_id) if e["type"] == "action.result"]
         assert results[-1]["output"] == {"account": "Savings"}
         assert slack.cards(mention) == []  # show_in_session=False: not in the thread where it was asked
@@ -167,7 +167,7 @@ def test_an_agents_request_for_a_person_only_github_knows_opens_and_says_where_i
         add_person(slack.stack, "manager", ["github:1002"])
         mention = slack.mention("alice", "Refund order 1234")
         slack.reply("alice", script([("managed_refund", {"amount": 120})], final="refunded"), thread_ts=mention["ts"])
-        slack.settle()
+        slack.wait_idle()
 
         [card] = slack.cards(mention)  # it opens, shown where it was asked and in the support channel
         card_in(slack, SUPPORT_CHANNEL)

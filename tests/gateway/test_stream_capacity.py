@@ -173,7 +173,7 @@ def test_200_open_streams_leave_healthz_and_a_slack_click_answered_within_100_ms
         assert serving == STREAMS and best_health < WITHIN and best_click < WITHIN, seen
         assert all(response is not None and response.status_code == 200 for _, response in health + clicks)
 
-        slack.settle()  # the clicks were taken: each approval resumed its turn, and every stream saw it
+        slack.wait_idle()  # the clicks were taken: each approval resumed its turn, and every stream saw it
         assert sorted(e["charge_id"] for e in read_ledger() if e["tool"] == "refund") == ["ch_0", "ch_1", "ch_2"]
         deadline = time.monotonic() + 5
         while streams.seeing("turn.completed") < STREAMS and time.monotonic() < deadline:

@@ -26,7 +26,7 @@ def test_sessions_and_requests_carry_the_title_of_their_session(stack: Stack) ->
     parked = client.post("/api/sessions", json={"message": REFUND}).get_json()["id"]
     short = client.post("/api/sessions", json={"message": "  hello\n\n  there\t"}).get_json()["id"]
     silent = client.post("/api/sessions", json={}).get_json()["id"]
-    stack.settle()
+    stack.wait_idle()
     long_title = REFUND[: TITLE_LENGTH - 1] + "…"  # the script is longer than a title, on one line already
     assert len(REFUND) > TITLE_LENGTH and len(long_title) == TITLE_LENGTH
 
@@ -36,7 +36,7 @@ def test_sessions_and_requests_carry_the_title_of_their_session(stack: Stack) ->
     assert client.get(f"/api/sessions/{parked}").get_json()["title"] == long_title
     assert client.get(f"/api/sessions/{silent}").get_json()["title"] is None
     client.post(f"/api/sessions/{silent}/input", json={"message": "second thoughts"})
-    stack.settle()
+    stack.wait_idle()
     assert client.get(f"/api/sessions/{silent}").get_json()["title"] == "second thoughts"  # its first message
 
     [request] = client.get("/api/requests", query_string={"status": "pending"}).get_json()["requests"]
@@ -57,10 +57,10 @@ def test_titles_cost_no_query_per_row(sqlite_stack: Stack) -> None:
         return len(seen)
 
     client.post("/api/sessions", json={"message": REFUND})
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     one = {path: statements(path) for path in ("/api/sessions", "/api/requests")}
     for _ in range(2):
         client.post("/api/sessions", json={"message": REFUND})
-    sqlite_stack.settle()
+    sqlite_stack.wait_idle()
     assert len(client.get("/api/requests").get_json()["requests"]) == 3
     assert {path: statements(path) for path in one} == one

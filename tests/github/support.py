@@ -96,16 +96,16 @@ class Github:
                                             content_type="application/json")
 
     def comment(self, who: Person, body: str, issue: int = 1, *, comment_id: int | None = None,
-                settle: bool = True, **event: Any) -> Sent:
+                wait: bool = True, **event: Any) -> Sent:
         """`who` writes a comment on the issue; GitHub delivers it to the webhook."""
         written = self.fake.add_comment(REPO, issue, who.login, body, comment_id)
         response = self.deliver(comment_event(body, who, written.id, issue=issue, **event))
-        if settle:
-            self.settle()
+        if wait:
+            self.wait_idle()
         return Sent(written, response)
 
-    def settle(self) -> None:
-        self.stack.settle()
+    def wait_idle(self) -> None:
+        self.stack.wait_idle()
 
     def session(self, issue: int = 1) -> str:
         with self.stack.rt.db.read() as db:

@@ -127,7 +127,7 @@ def test_when_github_cannot_say_the_comment_is_ignored_and_not_retried(github: G
     assert (stored.principal or {})["attributes"]["permission"] is None
     github.fake.down = False
     sweep(github.stack.rt)
-    github.settle()
+    github.wait_idle()
     assert sessions(github) == 0 and github.said() == []  # not retried: a later surprise would be worse
     start(github, REFUND)  # a failed lookup is not remembered: commenting again works
     github.comment(ALICE, "/approve")
@@ -139,10 +139,10 @@ def test_a_session_the_api_started_is_not_gated_but_outsiders_comments_on_it_are
     created = github.stack.client("alice").post("/api/sessions", json={
         "message": script([REFUND]), "channel": "github", "address": {"repo": "Codertocat/Hello-World", "issue": 12}})
     assert created.status_code == 201
-    github.settle()
+    github.wait_idle()
     [(request, _)] = github.prompts(issue=12)
     assert github.comment(CAROL, "/approve", issue=12).outcome == "ignored"
     assert github.stack.client("alice").post(f"/api/sessions/{created.get_json()['id']}/input", json={
         "inputResponses": [{"requestId": request.request_id, "optionId": "approve"}]}).status_code < 300
-    github.settle()
+    github.wait_idle()
     assert len(refunds()) == 1

@@ -68,7 +68,7 @@ def test_a_session_opened_through_the_api_posts_its_requests_on_that_issue(githu
         "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]),
         "channel": "github", "address": {"repo": REPO, "issue": 9}})
     assert created.status_code == 201
-    github.settle()
+    github.wait_idle()
     [(request, prompt)] = github.prompts(issue=9)
     assert request.session_id == created.get_json()["id"] and prompt.body.startswith("Approve refund?")
     bad = client.post("/api/sessions", json={"message": "hi", "channel": "github", "address": {"repo": REPO}})
@@ -83,7 +83,7 @@ def test_a_comment_github_refuses_for_good_is_logged_once_and_the_session_goes_o
         created = client.post("/api/sessions", json={
             "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]),
             "channel": "github", "address": {"repo": REPO, "issue": 9}})
-        github.settle()
+        github.wait_idle()
     session_id = created.get_json()["id"]
     [request] = github.stack.pending(session_id)
     comment_posts = [c for c in github.fake.calls if c == ("POST", f"/repos/{REPO.lower()}/issues/9/comments")]
@@ -91,12 +91,12 @@ def test_a_comment_github_refuses_for_good_is_logged_once_and_the_session_goes_o
     [error] = [r.getMessage() for r in caplog.records if request["requestId"] in r.getMessage()]
     assert session_id in error and "github" in error and "404" in error
     assert sweep(github.stack.rt).redelivered == 0  # nothing left to retry
-    github.settle()
+    github.wait_idle()
     assert len([c for c in github.fake.calls if c[0] == "POST"]) == 2
     github.fake.gone.clear()  # access is back
     answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
     assert answered.status_code == 200, answered.get_json()
-    github.settle()
+    github.wait_idle()
     settled, answer = github.said(issue=9)
     assert "Approved by alice" in settled and answer.startswith("done")
     assert github.stack.turn(session_id)["status"] == "completed"

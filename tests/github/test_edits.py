@@ -68,7 +68,7 @@ def test_an_editable_external_request_takes_fields_checked_by_its_json_schema(gi
             "type": "object", "properties": {"charge": {"type": "string"},
                                              "amount": {"type": "number", "maximum": 100}}}}})
     assert created.status_code == 201, created.get_json()
-    github.settle()
+    github.wait_idle()
     [(_, prompt)] = github.prompts(issue=6)
     assert "`/approve charge=<value>` to change fields first" in prompt.body
 

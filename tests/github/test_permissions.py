@@ -44,7 +44,7 @@ def test_write_access_or_better_may_approve_a_release(releases: Github) -> None:
         "message": script([("publish", {"version": "1.2.0"})]), "channel": "github",
         "address": {"repo": REPO, "issue": 12}})
     assert created.status_code == 201
-    releases.settle()
+    releases.wait_idle()
 
     refused = releases.comment(CAROL, "/approve", issue=12)
     assert refused.comment.reactions == ["eyes", "-1"]

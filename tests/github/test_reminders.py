@@ -29,7 +29,7 @@ def test_a_reminder_comment_mentions_alice_and_her_reply_after_it_answers_the_pr
     now = github.stack.rt.clock()
     github.stack.rt.clock = lambda: now + timedelta(seconds=1.5)
     assert sweep(github.stack.rt).reminded == 1
-    github.settle()
+    github.wait_idle()
     assert github.said(issue=3)[-1] == \
         "@alice Reminder: Approve nudged refund? Reply `/approve` or `/deny <note>`."
 
@@ -44,12 +44,12 @@ def test_a_reminder_mentions_escalation_approvers_given_by_account_id_by_their_l
         "to": {"channel": "github", "address": {"repo": REPO, "issue": 5}}, "remind": {"every": 60, "max": 2},
         "escalate": {"after": 30, "approvers": ["github:4242", "github:999", "alice"]}})
     assert created.status_code == 201, created.get_json()
-    github.settle()
+    github.wait_idle()
     start = github.stack.rt.clock()
     for seconds in (31, 61, 121):
         github.stack.rt.clock = lambda seconds=seconds: start + timedelta(seconds=seconds)  # type: ignore[misc]
         sweep(github.stack.rt)
-        github.settle()
+        github.wait_idle()
 
     reminders = [body for body in github.said(issue=5) if "Reminder:" in body]
     assert reminders == ["@octo-boss Reminder: Approve refund_charge? Reply `/approve` or `/deny <note>`."] * 2

@@ -50,7 +50,7 @@ def test_a_forged_delivery_is_refused_before_it_is_read_and_changes_nothing(gith
               github.deliver(body.replace(b"ch_1", b"ch_9"), signature=github_signature(SECRET, body)),
               github.deliver(b"{not even json", signature="sha256=00")]
     assert [r.status_code for r in forged] == [401, 401, 401, 401]
-    github.settle()
+    github.wait_idle()
     assert github.inbound() == [] and github.fake.calls == [] and github.session() == ""
 
 
@@ -75,14 +75,14 @@ def test_replayed_and_duplicated_deliveries_change_nothing(github: Github) -> No
     mention = github.fake.add_comment(REPO, 1, "alice", f"@{BOT} {script([REFUND])}")
     opening = comment_event(mention.body, ALICE, mention.id)
     assert github.deliver(opening, delivery="d-1").get_json()["status"] == "accepted"
-    github.settle()
+    github.wait_idle()
     approval = github.fake.add_comment(REPO, 1, "alice", "/approve")
     approve = comment_event("/approve", ALICE, approval.id)
     assert github.deliver(approve, delivery="d-2").get_json()["status"] == "accepted"
-    github.settle()
+    github.wait_idle()
     replays = [github.deliver(opening, delivery="d-1"), github.deliver(opening, delivery="d-3"),
                github.deliver(approve, delivery="d-2"), github.deliver(approve, delivery="d-4", hook=HOOK_ID + 1)]
-    github.settle()
+    github.wait_idle()
     assert [r.get_json()["status"] for r in replays] == ["duplicate"] * 4
     assert len(github.stack.history(github.session())["turns"]) == 1
     assert len(refunds()) == 1
@@ -239,9 +239,9 @@ def nothing_lost_while_github_is_down(github: Github) -> None:
     assert principal["attributes"]["permission"] is None
     github.fake.down = False
     sweep(github.stack.rt)
-    github.settle()
+    github.wait_idle()
     [(_, prompt)] = github.prompts()
     assert "Approve refund?" in prompt.body
     sweep(github.stack.rt)
-    github.settle()
+    github.wait_idle()
     assert len(github.prompts()) == 1

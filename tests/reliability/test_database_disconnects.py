@@ -71,8 +71,8 @@ def test_answers_arriving_while_database_connections_are_terminated_are_all_appl
         assert slack.send_event(mention).status_code == 200
     issues = list(range(100, 100 + PER_WAY))
     for issue in issues:
-        github.comment(GITHUB_ALICE, f"@{BOT} {REFUND}", issue=issue, settle=False)
-    stack.settle()
+        github.comment(GITHUB_ALICE, f"@{BOT} {REFUND}", issue=issue, wait=False)
+    stack.wait_idle()
     sessions = by_api + [slack.session_of(m["event"]) for m in mentions] + [github.session(i) for i in issues]
     requests_ = [stack.pending(sid)[0]["requestId"] for sid in sessions]
     clicks = [slack_click(slack, "alice", slack.cards(m["event"])[-1], "Approve") for m in mentions]
@@ -98,7 +98,7 @@ def test_answers_arriving_while_database_connections_are_terminated_are_all_appl
     deployed.later(120)
     sweep(stack.rt)
     deployed.start_worker()
-    stack.settle()
+    stack.wait_idle()
 
     # no answer is lost; a call whose result was lost with its connection asks for a fresh approval (rule 12)
     for sid, request_id in zip(sessions, requests_, strict=True):
@@ -108,7 +108,7 @@ def test_answers_arriving_while_database_connections_are_terminated_are_all_appl
     for fresh in [p for sid in sessions for p in stack.pending(sid)]:
         submit_responses(stack.rt, operator_principal("ops"), [InputResponse(request_id=fresh["requestId"],
                                                                          option_id="approve")])
-    stack.settle()
+    stack.wait_idle()
     for sid in sessions:
         turn = stack.turn(sid)
         calls = {c["callId"] for c in turn["toolCalls"]}

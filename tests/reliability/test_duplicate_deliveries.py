@@ -63,7 +63,7 @@ def test_one_delivery_sent_two_hundred_times_at_once_has_one_effect(
 
     with live_server(stack.app) as url:
         statuses = delivery.at_once(url, COPIES)
-    stack.settle()
+    stack.wait_idle()
 
     assert len(statuses) == COPIES and all(200 <= status < 300 for status in statuses), sorted(set(statuses))
     with stack.rt.db.read() as db:

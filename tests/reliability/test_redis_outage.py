@@ -49,7 +49,7 @@ def test_fifty_answers_while_redis_is_down_are_all_applied_within_two_sweeps(
     mentions = [slack.event("app_mention", "alice", f"<@{BOT_USER}> {REFUND}") for _ in range(ANSWERS - len(by_api))]
     for mention in mentions:
         assert slack.send_event(mention).status_code == 200
-    stack.settle()
+    stack.wait_idle()
     requests = [stack.pending(sid)[0]["requestId"] for sid in by_api]
     cards = [slack.cards(m["event"])[-1] for m in mentions]
 
@@ -73,7 +73,7 @@ def test_fifty_answers_while_redis_is_down_are_all_applied_within_two_sweeps(
             break
     else:
         raise AssertionError(f"turns not resumed after two sweeps: {unfinished(stack.rt)}")
-    stack.settle()
+    stack.wait_idle()
 
     refunds = [e for e in read_ledger() if e["tool"] == "refund"]
     assert len(refunds) == ANSWERS

@@ -104,7 +104,7 @@ class Cycles:
         self.deployed.later(120)
         sweep(self.deployed.stack.rt)
         self.worker = self.deployed.start_worker()
-        self.deployed.stack.settle()
+        self.deployed.stack.wait_idle()
 
     def run(self, point: Point) -> dict[str, Any]:
         """One cycle, killed at `point`; returns the mention that started it."""
@@ -112,10 +112,10 @@ class Cycles:
             self.crash_during(point, self.mention)
             event = self.events[-1]
             self.approve(event)
-            self.slack.settle()
+            self.slack.wait_idle()
         else:
             self.mention()
-            self.slack.settle()
+            self.slack.wait_idle()
             event = self.events[-1]
             self.crash_during(point, lambda: self.approve(event))
         return event
@@ -174,7 +174,7 @@ def test_a_worker_killed_at_twenty_points_loses_no_turn_and_runs_no_approved_too
     fresh = [event for p, event in zip(POINTS, events, strict=True) if p.fresh]
     for event in fresh:
         cycles.approve(event)
-    deployed.stack.settle()
+    deployed.stack.wait_idle()
     for event in fresh:
         turn = deployed.stack.turn(cycles.slack.session_of(event))
         assert turn["status"] == "completed"

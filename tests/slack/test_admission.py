@@ -195,7 +195,7 @@ def test_two_web_processes_tell_a_guest_once(slack_on_postgres: Workspace) -> No
         second = slack.event("app_mention", "guest", "<@UBOT> hi again")
         slack.ok(slack.send_event(first))
         assert other.test_client().post("/slack/events", **signed(second)).status_code == 200
-        slack.settle()
+        slack.wait_idle()
         assert told_guest(slack) == [("C0TEST", first["event"]["ts"])]
         assert len(ignored(slack)) == 2 and turns(slack) == 0
     finally:

@@ -125,17 +125,17 @@ def test_a_post_slack_refuses_for_good_is_logged_once_and_the_session_goes_on(
         created = client.post("/api/sessions", json={
             "message": script([("refund", {"charge_id": "ch_1", "amount": 5})]), "channel": "slack",
             "address": {"channel": "C0TEST"}})
-        slack.settle()
+        slack.wait_idle()
     session_id = created.get_json()["id"]
     [request] = slack.stack.pending(session_id)
     assert slack.fake.messages == [] and len(slack.fake.called("chat.postMessage")) == 2  # "step 1", the card
     [error] = [r.getMessage() for r in caplog.records if request["requestId"] in r.getMessage()]
     assert session_id in error and "slack" in error and "not_in_channel" in error
     assert sweep(slack.stack.rt).redelivered == 0  # nothing left to retry
-    slack.settle()
+    slack.wait_idle()
     assert len(slack.fake.called("chat.postMessage")) == 2
     answered = client.patch(f"/api/requests/{request['requestId']}", json={"optionId": "approve"})
     assert answered.status_code == 200, answered.get_json()
-    slack.settle()  # the bot was invited meanwhile: the agent's answer reaches the channel
+    slack.wait_idle()  # the bot was invited meanwhile: the agent's answer reaches the channel
     [answer] = slack.fake.messages
     assert answer.now["text"].startswith("done")

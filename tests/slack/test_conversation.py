@@ -191,7 +191,7 @@ def test_a_session_started_by_the_api_asks_in_the_given_slack_thread(slack: Work
         "message": script([REFUND]), "channel": "slack",
         "address": {"channel": "C0TEST", "threadTs": "1700000000.000100"}})
     assert created.status_code == 201
-    slack.settle()
+    slack.wait_idle()
     [card] = [m for m in slack.fake.thread("C0TEST", "1700000000.000100") if m.versions[0]["blocks"]]
     assert controls(card) == ["Approve", "Deny"]
     slack.ok(slack.click("alice", card, "Approve"))  # Slack's alice is not the API caller who asked

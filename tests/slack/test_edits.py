@@ -44,7 +44,7 @@ def test_an_edit_that_does_not_fit_stays_in_the_modal_and_one_that_fits_approves
                                   "errors": {"field|tags": "Input should be a valid list"}}
     refused = slack.submit_edit("alice", view, {"tags": "[vip"})
     assert refused.get_json()["errors"]["field|tags"].startswith("expected JSON")
-    slack.settle()
+    slack.wait_idle()
     assert controls(card) == ["Approve", "Edit", "Deny"] and read_ledger() == []  # nothing stored, nothing ran
 
     slack.ok(slack.submit_edit("alice", view, {"amount": "20", "notify": True}))
@@ -82,7 +82,7 @@ def test_an_editable_external_requests_modal_is_built_from_its_json_schema_and_c
             "properties": {"charge": {"type": "string"}, "amount": {"type": "number", "maximum": 100},
                            "speed": {"enum": ["normal", "rush"]}}}}})
     assert created.status_code == 201, created.get_json()
-    slack.settle()
+    slack.wait_idle()
     [card] = [m for m in slack.fake.messages if m.channel == CHANNEL and m.versions[0]["blocks"]]
     assert controls(card) == ["Approve", "Edit", "Deny"]
 
@@ -95,7 +95,7 @@ def test_an_editable_external_requests_modal_is_built_from_its_json_schema_and_c
     assert refused.get_json() == {"response_action": "errors",
                                   "errors": {"field|amount": "500 is greater than the maximum of 100"}}
     slack.ok(slack.submit_edit("alice", view, {"amount": "20", "speed": "rush"}))
-    slack.settle()
+    slack.wait_idle()
 
     closed = slack.stack.client("bot:agent").get(f"/api/requests/{created.get_json()['requestId']}").get_json()
     assert (closed["outcome"], closed["response"]["input"]) == (

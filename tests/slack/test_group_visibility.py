@@ -39,7 +39,7 @@ def opened(slack: Workspace, usergroup: str) -> str:
     made = slack.stack.client("bot:agent").post("/api/requests", json={
         **APPROVAL, "approvers": [f"slack-usergroup:{usergroup}"]})
     assert made.status_code == 201, made.get_data(as_text=True)
-    slack.settle()
+    slack.wait_idle()
     request_id: str = made.get_json()["requestId"]
     return request_id
 

@@ -206,7 +206,7 @@ def test_an_uninstalled_workspace_is_refused_for_good_until_it_installs_again(
             started = api.post("/api/sessions", json={"channel": "slack", "message": REFUND,
                                                       "address": {"channel": "C0TEST", "teamId": team}})
             assert started.status_code == 201
-            slack.settle()
+            slack.wait_idle()
             return [c.token for c in fake.called("chat.postMessage")]
 
         assert ask("T0SECOND") == ["xoxb-second", "xoxb-second"]
@@ -218,7 +218,7 @@ def test_an_uninstalled_workspace_is_refused_for_good_until_it_installs_again(
         refused = [r.getMessage() for r in caplog.records if "not_installed" in r.getMessage()]
         assert len(refused) == 2  # the message and the card, each logged once
         sweep(stack.rt)  # nothing is owed: no retry
-        slack.settle()
+        slack.wait_idle()
         assert fake.calls == [] and len([r for r in caplog.records if "not_installed" in r.getMessage()]) == 2
         assert ask(first["team"]["id"]) == [first["access_token"]] * 2  # the other workspace is untouched
         install(slack, second)
@@ -263,7 +263,7 @@ def test_socket_mode_runs_the_same_listeners(request: pytest.FixtureRequest, tmp
         envelope = SocketModeRequest(type="events_api", envelope_id="1",
                                      payload=slack.event("app_mention", "alice", f"<@UBOT> {REFUND}"))
         assert run_bolt_app(handler.app, envelope).status == 200  # over the websocket: nothing to sign
-        slack.settle()
+        slack.wait_idle()
         assert [m.now["text"] for m in fake.messages] == ["step 1", "Approve refund?"]
 
 

@@ -42,7 +42,7 @@ def test_a_forged_signature_is_refused_and_changes_nothing(slack: Workspace) -> 
     assert post(slack, body, forged) == 401
     assert post(slack, body.replace("UALICE", "UBOB"), headers) == 401  # a body altered after signing
     assert post(slack, body, {"Content-Type": "application/json"}) == 401  # no signature at all
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack) == NOTHING
     assert [c.method for c in slack.fake.calls] == ["auth.test"]  # once, when the gateway started
 
@@ -52,24 +52,24 @@ def test_a_stale_request_is_refused_and_changes_nothing(slack: Workspace) -> Non
     response = slack.http.post("/slack/events", data=body, headers=headers)
     assert response.status_code == 401
     assert response.get_json()["error"]["code"] == "invalid_signature"
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack) == NOTHING
 
 
 def test_a_request_signed_within_the_window_is_taken(slack: Workspace) -> None:
     body, headers = signed_mention(slack, timestamp=time.time() - 290)
     assert post(slack, body, headers) == 200
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack)["turns"] == 1
 
 
 def test_a_replayed_request_changes_nothing_more(slack: Workspace) -> None:
     body, headers = signed_mention(slack)
     assert post(slack, body, headers) == 200
-    slack.settle()
+    slack.wait_idle()
     before = counts(slack)
     assert post(slack, body, headers) == 200  # the same signed bytes again, within the window
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack) == before and before["turns"] == 1
 
 
@@ -109,7 +109,7 @@ def test_a_replayed_click_is_one_inbound_item(slack: Workspace) -> None:
     click = slack.click_payload("bob", card, "Approve")
     for _ in range(2):
         assert slack.send_interaction(click).status_code == 200
-    slack.settle()
+    slack.wait_idle()
     assert counts(slack)["inbound"] == 2  # the mention and one click
     assert len(slack.fake.ephemerals) == 1
 

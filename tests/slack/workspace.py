@@ -201,11 +201,11 @@ class Workspace:
 
     def ok(self, response: TestResponse) -> None:
         assert response.status_code == 200, response.get_data(as_text=True)
-        self.settle()
+        self.wait_idle()
 
-    def settle(self) -> None:
+    def wait_idle(self) -> None:
         """Wait until every stored item was applied, every job ran and every event reached Slack."""
-        self.stack.settle()
+        self.stack.wait_idle()
 
 
 def modal_value(element: dict[str, Any], changed: str | bool | None) -> dict[str, Any]:

@@ -122,7 +122,7 @@ class Sms:
 
     def wait(self, timeout: float = 60.0) -> None:
         """Until every job has run: inbound items, turns and deliveries."""
-        self.stack.settle(timeout)
+        self.stack.wait_idle(timeout)
 
     def inbox(self, number: str) -> list[str]:
         """What the gateway texted `number`, oldest first."""

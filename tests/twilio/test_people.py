@@ -35,7 +35,7 @@ def test_alice_starts_in_slack_and_approves_from_her_linked_number(request: pyte
         now = stack.rt.clock()
         stack.rt.clock = lambda: now + timedelta(seconds=2)
         assert sweep(stack.rt).escalated == 1
-        stack.settle()
+        stack.wait_idle()
         about = place_title(title_of(message))  # her phone names the session it comes from
         assert sms.inbox(ALICE) == [PROMPT.replace("refund?", f"refund? ({about})", 1)]
 
