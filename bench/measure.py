@@ -141,7 +141,6 @@ def counts_now(target: Target) -> dict[str, int]:
         jobs, transactions = conn.execute(
             "SELECT (SELECT last_value FROM pg_sequences WHERE sequencename = 'outbox_id_seq'),"
             " xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone() or (0, 0)
-        conn.execute("SELECT pg_stat_clear_snapshot()")
     with Redis.from_url(target.redis_url) as redis:
         commands = sum(stat["calls"] for stat in redis.info("commandstats").values())
         queued = sum(worker.successful_job_count + worker.failed_job_count

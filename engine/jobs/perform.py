@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -41,32 +41,35 @@ def perform(rt: Runtime, job: str, outbox_id: int, args: list[Any]) -> None:
     later = perform_one(rt, job, outbox_id, args)
     turns = [row for row in later if row[1] in FOLLOW_UP_JOBS]
     rides = [row for row in later if row[1] not in FOLLOW_UP_JOBS]
-    if not turns:
+    if turns:
+        rt.push(turns[1:])
+        perform_row(rt, turns[0], rides)
+    else:
         perform_rows(rt, rides)
+
+
+def perform_rows(rt: Runtime, rows: list[OutboxRow]) -> None:
+    """Run committed outbox rows in this job (`perform_row`)."""
+    for row in rows:
+        perform_row(rt, row)
+
+
+def perform_row(rt: Runtime, row: OutboxRow, carried: Sequence[OutboxRow] = ()) -> None:
+    """Run a committed outbox row in this job, with the deliveries `carried` to it, then its own deliveries. One
+    that fails is handed to the queue, to be retried there as any job (what it collected goes there too)."""
+    row_id, name, row_args = row
+    try:
+        later = perform_one(rt, name, row_id, row_args, carried)
+    except Exception:
+        log.exception("%s (outbox row %s), run by the job that wanted it, failed; it goes to the queue", name, row_id)
+        rt.push([row])
         return
-    rt.push(turns[1:])
-    perform_rows(rt, turns[:1], rides)
-
-
-def perform_rows(rt: Runtime, rows: list[OutboxRow], carried: list[OutboxRow] | None = None) -> None:
-    """Run committed outbox rows in this job, each one's own deliveries after it (the first one's with those
-    `carried`). One that fails is handed to the queue, to be retried there as any job."""
-    for row_id, name, row_args in rows:
-        try:
-            later = perform_one(rt, name, row_id, row_args, carried or [])
-        except Exception:
-            log.exception("%s (outbox row %s), run by the job that wanted it, failed; it goes to the queue",
-                          name, row_id)
-            rt.push([(row_id, name, row_args)])
-        else:
-            perform_rows(rt, later)
-        carried = None
+    perform_rows(rt, later)
 
 
 def perform_one(rt: Runtime, job: str, outbox_id: int, args: list[Any],
-                carried: list[OutboxRow] | None = None) -> list[OutboxRow]:
-    with rt.running_job(outbox_id), \
-            rt.following(partial(perform_rows, rt), job in FOLLOWED, carried or []) as later:
+                carried: Sequence[OutboxRow] = ()) -> list[OutboxRow]:
+    with rt.running_job(outbox_id), rt.following(partial(perform_rows, rt), job in FOLLOWED, carried) as later:
         IMPLEMENTATIONS[job](rt, *args)
     return later
 

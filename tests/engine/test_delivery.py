@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from engine.channels.contract import SHOWN_EVENTS, Choice
 from engine.channels.delivery import Delivery, Pending, claim, deliver, release
 from engine.channels.inbound import accept
-from engine.jobs.perform import perform
+from engine.jobs.perform import IMPLEMENTATIONS, perform
 from engine.jobs.recovery import sweep
 from engine.jobs.runtime import Runtime
 from engine.policies import SessionInfo
@@ -362,12 +362,16 @@ def test_a_click_its_card_and_the_turn_it_resumes_are_one_job(
         submit(runtime, job, *args, **kwargs)
 
     monkeypatch.setattr(stack.rt.executor, "submit", counted)
+    delivered: list[str] = []
+    monkeypatch.setitem(IMPLEMENTATIONS, "deliver", lambda rt, session_id: (delivered.append(session_id),
+                                                                            deliver(rt, session_id)))
     calls = len(channel.calls)
     accept(stack.rt, "fake", "click-1", api_key_principal("alice"), b"{}", Choice(second["requestId"], 1))
     stack.wait_idle()
 
     assert stack.turn(sid)["status"] == "completed"
     assert submitted == ["process_inbound"]
+    assert delivered == [sid]
     assert [c[0] for c in channel.calls[calls:]] == ["update", "say"]
     assert channel.calls[-1][1].startswith("done")
 
